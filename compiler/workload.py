@@ -1,0 +1,73 @@
+"""The workload DAG G=(V, E) the cost model and the partitioner work on.
+
+One operator per ONNX compute node of the simplified model, except that an
+element-wise activation that is the only consumer of a CIM-capable operator's
+output is fused into it (DESIGN §2), and quantize/dequantize nodes are fused
+into the operator they belong to.  Edges carry activation tensors only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One schedulable unit: an anchor ONNX node plus the nodes fused into it.
+
+    ``m``/``n``/``n_mvm``/``crossbars`` are the GEMM lowering of eq. 1 and are
+    ``None`` when the operator is not CIM-capable (``reason`` then says why).
+    ``n_in``/``n_out`` count activation elements (weights excluded).
+    """
+
+    name: str
+    op_type: str
+    nodes: tuple[str, ...]
+    cim_capable: bool
+    reason: str | None
+    m: int | None
+    n: int | None
+    n_mvm: int | None
+    crossbars: int | None
+    n_in: int
+    n_out: int
+    graph_input_elements: int = 0
+    """Elements of graph inputs this operator reads directly (host -> CIM if on CIM)."""
+    graph_output_elements: int = 0
+    """Elements of graph outputs this operator writes (CIM -> host if on CIM)."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A data dependency u -> v; ``elements`` counts the tensors of u that v reads."""
+
+    src: str
+    dst: str
+    elements: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Operators in a deterministic topological order, and the edges between them."""
+
+    operators: tuple[Operator, ...]
+    edges: tuple[Edge, ...]
+    crossbar_rows: int = 256
+    crossbar_cols: int = 256
+    inputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    outputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def operator(self, name: str) -> Operator:
+        for op in self.operators:
+            if op.name == name:
+                return op
+        raise KeyError(name)
+
+    @property
+    def cim_capable(self) -> tuple[Operator, ...]:
+        return tuple(op for op in self.operators if op.cim_capable)
+
+    @property
+    def total_crossbars(self) -> int:
+        """Crossbars needed to offload every CIM-capable operator."""
+        return sum(op.crossbars or 0 for op in self.operators)
