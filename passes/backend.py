@@ -40,6 +40,7 @@ __all__ = [
     "Backend",
     "BackendOutcome",
     "BackendUnavailable",
+    "DEFAULT_MIP_GAP",
     "SolveOptions",
     "get_backend",
     "STATUS_OPTIMAL",
@@ -61,15 +62,25 @@ STATUS_INFEASIBLE = "infeasible"
 """The model was proven infeasible (a bug: CPU-only is always feasible)."""
 
 
+DEFAULT_MIP_GAP = 1e-6
+"""Relative gap at which a solve counts as optimal unless ``--mip-gap`` says otherwise.
+
+Solvers default to 1e-4, which would let "optimal" differ from the optimum by 0.01 %."""
+
+
 @dataclass(frozen=True)
 class SolveOptions:
     time_limit_s: float = 60.0
     mip_gap: float | None = None
-    """Relative MIP gap to stop at; ``None`` keeps the solver's default."""
+    """Relative MIP gap to stop at; ``None`` means :data:`DEFAULT_MIP_GAP`."""
     verbose: bool = False
     """Show the solver's own log (otherwise quiet)."""
     threads: int | None = None
     seed: int = 0
+
+    @property
+    def effective_mip_gap(self) -> float:
+        return DEFAULT_MIP_GAP if self.mip_gap is None else float(self.mip_gap)
 
 
 @dataclass(frozen=True)
