@@ -2,11 +2,43 @@
 
 Presets ``x86`` (20.48 GB/s) and ``arm`` (10.24 GB/s); a TOML file; command-line
 overrides.  All times in ns, bandwidths in bytes/s (GB = 1e9 bytes).
+
+The defaults are the paper's reference point (section V): 256x256 crossbars,
+C = 100 crossbars, T_mvm = 50 ns, int8 elements (b = 1 byte) and an internal
+CIM bandwidth equal to the shared CPU-CIM bus bandwidth (B_cim = B_shared).
+
+A TOML file holds any subset of these keys (unknown keys are an error)::
+
+    base = "x86"                   # preset to start from (default x86)
+    name = "my-board"              # default: the file's stem
+    crossbar_size = "256x256"      # or crossbar_rows = 256 / crossbar_cols = 256
+    crossbars = 100
+    mvm_latency = "50ns"           # a bare number is ns
+    bandwidth = "20.48GB/s"        # sets both B_cim and B_shared ...
+    cim_bandwidth = "20.48GB/s"    # ... or set them one by one
+    bus_bandwidth = "20.48GB/s"
+    element_bytes = 1
+    host_profile = "host.json"     # relative to the TOML file's folder
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import sys
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cimsplit.compiler.errors import CimsplitError
+from cimsplit.compiler.units import format_bandwidth, format_time_ns, parse_bandwidth, parse_crossbar_size, parse_time_ns
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = ["Hardware", "PRESETS", "load_hardware", "hardware_from_args", "validate_hardware", "describe_hardware"]
 
 
 @dataclass(frozen=True)
@@ -21,3 +53,163 @@ class Hardware:
     element_bytes: int = 1
     host_profile: str | None = None
     """Path of a host profile JSON, or None to profile this machine."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict; keys carry their units."""
+        return dataclasses.asdict(self)
+
+
+PRESETS: dict[str, Hardware] = {
+    # AMD Ryzen 9 3900X host, 20.48 GB/s CPU-CIM bus (paper, section V).
+    "x86": Hardware(name="x86", cim_bandwidth_bytes_per_s=20.48e9, bus_bandwidth_bytes_per_s=20.48e9),
+    # ARM Cortex-A72 host, 10.24 GB/s CPU-CIM bus (paper, section V).
+    "arm": Hardware(name="arm", cim_bandwidth_bytes_per_s=10.24e9, bus_bandwidth_bytes_per_s=10.24e9),
+}
+
+_TOML_KEYS = (
+    "base", "name", "crossbar_size", "crossbar_rows", "crossbar_cols", "crossbars", "mvm_latency",
+    "bandwidth", "cim_bandwidth", "bus_bandwidth", "element_bytes", "host_profile",
+)
+
+
+def load_hardware(spec: str = "x86", **overrides: Any) -> Hardware:
+    """A preset name (``x86``, ``arm``) or a TOML file, then ``overrides`` by field name.
+
+    Overrides take ``Hardware`` field names (``crossbars=50``,
+    ``mvm_latency_ns=100.0``); ``None`` values are ignored so that unset CLI
+    flags can be passed straight through.  The result is validated.
+    """
+    hardware = _from_spec(spec)
+    fields = {f.name for f in dataclasses.fields(Hardware)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise TypeError(f"unknown Hardware field(s): {', '.join(unknown)}")
+    changes = {key: value for key, value in overrides.items() if value is not None}
+    hardware = dataclasses.replace(hardware, **changes)
+    validate_hardware(hardware)
+    return hardware
+
+
+def hardware_from_args(args: argparse.Namespace) -> Hardware:
+    """The hardware of ``add_hardware_args``'s flags: ``--hw`` then every override.
+
+    ``--bus-bandwidth`` sets both B_cim and B_shared, as the paper assumes them
+    equal; a TOML file can set them separately.
+    """
+    overrides: dict[str, Any] = {}
+    if getattr(args, "crossbars", None) is not None:
+        overrides["crossbars"] = _int_value(args.crossbars, "--crossbars")
+    if getattr(args, "mvm_latency", None) is not None:
+        overrides["mvm_latency_ns"] = parse_time_ns(args.mvm_latency)
+    if getattr(args, "bus_bandwidth", None) is not None:
+        bandwidth = parse_bandwidth(args.bus_bandwidth)
+        overrides["cim_bandwidth_bytes_per_s"] = bandwidth
+        overrides["bus_bandwidth_bytes_per_s"] = bandwidth
+    if getattr(args, "crossbar_size", None) is not None:
+        overrides["crossbar_rows"], overrides["crossbar_cols"] = parse_crossbar_size(args.crossbar_size)
+    if getattr(args, "host_profile", None) is not None:
+        overrides["host_profile"] = str(args.host_profile)
+    return load_hardware(getattr(args, "hw", None) or "x86", **overrides)
+
+
+def validate_hardware(hardware: Hardware) -> None:
+    """Refuse values no hardware can have: zero/negative sizes, bandwidths, latencies."""
+    checks = (
+        (hardware.crossbar_rows, "crossbar rows", "a positive integer, e.g. --crossbar-size 256x256", True),
+        (hardware.crossbar_cols, "crossbar columns", "a positive integer, e.g. --crossbar-size 256x256", True),
+        (hardware.element_bytes, "element size", "a positive number of bytes, e.g. element_bytes = 1", True),
+        (hardware.crossbars, "crossbar count", "zero or a positive integer, e.g. --crossbars 100", False),
+    )
+    for value, what, expected, strictly_positive in checks:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise CimsplitError(f"{what} {value!r} is not an integer", hint=f"use {expected}")
+        if value < 0 or (strictly_positive and value == 0):
+            raise CimsplitError(f"{what} {value} is out of range", hint=f"use {expected}")
+    for value, what, example, fmt in (
+        (hardware.mvm_latency_ns, "MVM latency", "--mvm-latency 50ns", format_time_ns),
+        (hardware.cim_bandwidth_bytes_per_s, "CIM bandwidth", "--bus-bandwidth 20.48GB/s", format_bandwidth),
+        (hardware.bus_bandwidth_bytes_per_s, "bus bandwidth", "--bus-bandwidth 20.48GB/s", format_bandwidth),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise CimsplitError(f"{what} {value!r} is not a number", hint=f"use e.g. {example}")
+        if not value > 0:
+            raise CimsplitError(f"{what} {fmt(value)} must be positive", hint=f"use e.g. {example}")
+
+
+def describe_hardware(hardware: Hardware) -> str:
+    """One line with every figure and its unit."""
+    return (
+        f"{hardware.name}: {hardware.crossbars} crossbars of {hardware.crossbar_rows}x{hardware.crossbar_cols}, "
+        f"T_mvm {format_time_ns(hardware.mvm_latency_ns)}, B_cim {format_bandwidth(hardware.cim_bandwidth_bytes_per_s)}, "
+        f"B_shared {format_bandwidth(hardware.bus_bandwidth_bytes_per_s)}, b {hardware.element_bytes} byte(s)"
+    )
+
+
+def _from_spec(spec: str) -> Hardware:
+    if spec in PRESETS:
+        return PRESETS[spec]
+    path = Path(spec)
+    if path.suffix.lower() == ".toml" or path.exists():
+        return _from_toml(path)
+    raise CimsplitError(
+        f"unknown hardware {spec!r}",
+        hint=f"use a preset ({', '.join(sorted(PRESETS))}) or a .toml file",
+    )
+
+
+def _from_toml(path: Path) -> Hardware:
+    try:
+        with path.open("rb") as handle:
+            table = tomllib.load(handle)
+    except FileNotFoundError:
+        raise CimsplitError(f"hardware file {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise CimsplitError(f"cannot read hardware file {str(path)!r}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CimsplitError(f"hardware file {str(path)!r} is not valid TOML: {exc}") from None
+    for key, value in table.items():
+        if key not in _TOML_KEYS:
+            raise CimsplitError(
+                f"unknown key {key!r} in hardware file {str(path)!r}",
+                hint=f"known keys: {', '.join(_TOML_KEYS)}",
+            )
+        if isinstance(value, dict):
+            raise CimsplitError(f"key {key!r} in hardware file {str(path)!r} must be a value, not a table")
+
+    base = table.get("base", "x86")
+    if base not in PRESETS:
+        raise CimsplitError(
+            f"unknown base preset {base!r} in hardware file {str(path)!r}",
+            hint=f"use one of {', '.join(sorted(PRESETS))}",
+        )
+    changes: dict[str, Any] = {"name": str(table.get("name", path.stem))}
+    where = f" in hardware file {str(path)!r}"
+    if "crossbar_size" in table:
+        changes["crossbar_rows"], changes["crossbar_cols"] = parse_crossbar_size(table["crossbar_size"])
+    for key in ("crossbar_rows", "crossbar_cols", "crossbars", "element_bytes"):
+        if key in table:
+            changes[key] = _int_value(table[key], f"{key}{where}")
+    if "mvm_latency" in table:
+        changes["mvm_latency_ns"] = parse_time_ns(table["mvm_latency"])
+    if "bandwidth" in table:
+        changes["cim_bandwidth_bytes_per_s"] = changes["bus_bandwidth_bytes_per_s"] = parse_bandwidth(table["bandwidth"])
+    if "cim_bandwidth" in table:
+        changes["cim_bandwidth_bytes_per_s"] = parse_bandwidth(table["cim_bandwidth"])
+    if "bus_bandwidth" in table:
+        changes["bus_bandwidth_bytes_per_s"] = parse_bandwidth(table["bus_bandwidth"])
+    if "host_profile" in table:
+        profile = Path(str(table["host_profile"]))
+        changes["host_profile"] = str(profile if profile.is_absolute() else path.parent / profile)
+    return dataclasses.replace(PRESETS[base], **changes)
+
+
+def _int_value(value: Any, what: str) -> int:
+    """An integer from a TOML value or a CLI string; ``1.5``, ``"ten"`` are errors."""
+    if isinstance(value, bool):
+        raise CimsplitError(f"{what} must be an integer, not {value!r}")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise CimsplitError(f"{what} must be an integer, not {value!r}") from None
