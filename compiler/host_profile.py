@@ -1,0 +1,325 @@
+"""Host latencies T_host,v measured with ONNX Runtime, saved and loaded as JSON (IV-A1).
+
+A :class:`HostProfile` holds per-node medians (and p10/p90) in ns of the
+*simplified* model, keyed by ONNX node name, plus the model fingerprint, the
+ORT version, the CPU model and the whole-model medians with optimizations off
+and on.  Users profile on the target board (``cimsplit profile``) and compile
+anywhere with ``--host-profile``; without it, this machine is profiled once per
+(model fingerprint, threads, CPU, ORT version) and the result is cached under
+``$CIMSPLIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/cimsplit``, else
+``~/.cache/cimsplit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import platform
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import onnx
+import onnxruntime as ort
+
+from cimsplit.compiler.errors import CimsplitError
+from cimsplit.compiler.ort_profiler import measure
+from cimsplit.compiler.units import format_time_ns
+from cimsplit.compiler.workload import Workload
+
+__all__ = [
+    "FORMAT_VERSION",
+    "PROFILED_HERE",
+    "HostProfile",
+    "profile_model",
+    "profile_onnx",
+    "operator_latencies",
+    "check_fingerprint",
+    "cache_dir",
+    "cached_profile",
+    "host_profile_for",
+    "cpu_model",
+]
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+PROFILED_HERE = "profiled on this machine"
+_NODE_KEYS = ("median_ns", "p10_ns", "p90_ns")
+_MODEL_KEYS = ("optimizations_off", "optimizations_all")
+
+
+class _Loaded(Protocol):
+    """What the profiler needs of ``cimsplit.compiler.frontend.LoadedModel``."""
+
+    model: onnx.ModelProto
+    fingerprint: str
+    input_shapes: dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    format_version: int
+    fingerprint: str
+    ort_version: str
+    cpu: str
+    threads: int
+    runs: int
+    warmup: int
+    nodes: dict[str, dict[str, Any]]
+    """node name -> {"median_ns", "p10_ns", "p90_ns", "op_type", "samples"}."""
+    model_median_ns: dict[str, float]
+    """{"optimizations_off": ns, "optimizations_all": ns}: whole-model ``session.run`` medians."""
+    seed: int = 0
+    source: str = field(default=PROFILED_HERE, compare=False)
+    """The file it was loaded from, or PROFILED_HERE; not saved."""
+    cache_file: str | None = field(default=None, compare=False)
+    """Where the cached copy lives when it was profiled on this machine; not saved."""
+
+    @property
+    def sum_of_medians_ns(self) -> float:
+        """Sum of per-node medians: the CPU-only latency the ILP sees."""
+        return sum(float(stats["median_ns"]) for stats in self.nodes.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format_version": self.format_version,
+            "fingerprint": self.fingerprint,
+            "ort_version": self.ort_version,
+            "cpu": self.cpu,
+            "threads": self.threads,
+            "runs": self.runs,
+            "warmup": self.warmup,
+            "seed": self.seed,
+            "nodes": self.nodes,
+            "model_median_ns": self.model_median_ns,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """What ``Costs.host_profile`` records: where the latencies came from."""
+        return {
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "cpu": self.cpu,
+            "ort_version": self.ort_version,
+            "threads": self.threads,
+            "runs": self.runs,
+            "warmup": self.warmup,
+        }
+
+    def describe(self) -> str:
+        """One line naming the profile used, for the CLI."""
+        where = self.source if self.cache_file is None else f"{self.source} (cached in {self.cache_file})"
+        return (
+            f"host profile: {where}; cpu {self.cpu}, onnxruntime {self.ort_version}, "
+            f"{self.threads} thread(s), median of {self.runs} runs, "
+            f"whole model {format_time_ns(self.model_median_ns['optimizations_all'])} with all optimizations"
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write sorted, indented JSON atomically (same profile, same bytes)."""
+        _write_atomically(Path(path), json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> HostProfile:
+        """Read and validate a profile written by :meth:`save`."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise CimsplitError(f"host profile {str(path)!r} does not exist", hint="write one with `cimsplit profile MODEL -o FILE`") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CimsplitError(f"cannot read host profile {str(path)!r}: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            raise CimsplitError(f"host profile {str(path)!r} is not JSON", hint="write one with `cimsplit profile MODEL -o FILE`") from None
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = PROFILED_HERE) -> HostProfile:
+        where = f"host profile {source!r}"
+        if not isinstance(data, dict):
+            raise CimsplitError(f"{where} is not a JSON object")
+        missing = [key for key in ("format_version", "fingerprint", "ort_version", "cpu", "threads", "runs", "warmup", "nodes", "model_median_ns") if key not in data]
+        if missing:
+            raise CimsplitError(f"{where} lacks {', '.join(missing)}", hint="write it again with `cimsplit profile`")
+        if data["format_version"] != FORMAT_VERSION:
+            raise CimsplitError(
+                f"{where} has format version {data['format_version']!r}, this cimsplit reads version {FORMAT_VERSION}",
+                hint="write it again with `cimsplit profile`",
+            )
+        nodes = data["nodes"]
+        if not isinstance(nodes, dict):
+            raise CimsplitError(f"{where}: 'nodes' is not an object of node name -> latencies")
+        for name, stats in nodes.items():
+            if not isinstance(stats, dict) or any(not _is_number(stats.get(key)) for key in _NODE_KEYS):
+                raise CimsplitError(f"{where}: node {name!r} lacks numeric {', '.join(_NODE_KEYS)}")
+        medians = data["model_median_ns"]
+        if not isinstance(medians, dict) or any(not _is_number(medians.get(key)) for key in _MODEL_KEYS):
+            raise CimsplitError(f"{where}: 'model_median_ns' lacks numeric {', '.join(_MODEL_KEYS)}")
+        return cls(
+            format_version=FORMAT_VERSION,
+            fingerprint=str(data["fingerprint"]),
+            ort_version=str(data["ort_version"]),
+            cpu=str(data["cpu"]),
+            threads=int(data["threads"]),
+            runs=int(data["runs"]),
+            warmup=int(data["warmup"]),
+            seed=int(data.get("seed", 0)),
+            nodes={name: dict(stats) for name, stats in nodes.items()},
+            model_median_ns={key: float(medians[key]) for key in _MODEL_KEYS},
+            source=source,
+        )
+
+
+def profile_model(loaded: _Loaded, runs: int = 30, warmup: int = 5, threads: int = 1, seed: int = 0, progress: bool | None = None) -> HostProfile:
+    """Profile the front end's simplified model on this machine."""
+    return profile_onnx(
+        loaded.model, fingerprint=loaded.fingerprint, input_shapes=loaded.input_shapes,
+        runs=runs, warmup=warmup, threads=threads, seed=seed, progress=progress,
+    )
+
+
+def profile_onnx(
+    model: onnx.ModelProto,
+    *,
+    fingerprint: str,
+    input_shapes: dict[str, tuple[int, ...]] | None = None,
+    runs: int = 30,
+    warmup: int = 5,
+    threads: int = 1,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> HostProfile:
+    """Profile any ONNX model whose nodes have unique names (see ``ort_profiler``)."""
+    names = [node.name for node in model.graph.node]
+    if any(not name for name in names) or len(set(names)) != len(names):
+        raise CimsplitError("every node must have a unique, non-empty name to be profiled", hint="load the model through cimsplit's front end")
+    measurement = measure(model, input_shapes, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=progress)
+    nodes = {
+        name: {"op_type": s.op_type, "median_ns": s.median_ns, "p10_ns": s.p10_ns, "p90_ns": s.p90_ns, "samples": s.samples}
+        for name, s in measurement.nodes.items()
+    }
+    return HostProfile(
+        format_version=FORMAT_VERSION,
+        fingerprint=fingerprint,
+        ort_version=ort.__version__,
+        cpu=cpu_model(),
+        threads=threads,
+        runs=runs,
+        warmup=warmup,
+        seed=seed,
+        nodes=nodes,
+        model_median_ns=dict(measurement.model_median_ns),
+    )
+
+
+def operator_latencies(workload: Workload, profile: HostProfile) -> dict[str, float]:
+    """T_host,v in ns: the sum of the medians of v's nodes (a fused activation adds to its producer)."""
+    latencies: dict[str, float] = {}
+    for op in workload.operators:
+        total = 0.0
+        for node in op.nodes:
+            stats = profile.nodes.get(node)
+            if stats is None:
+                raise CimsplitError(
+                    f"host profile {profile.source!r} has no latency for node {node!r} of operator {op.name!r}",
+                    hint="profile this model again with `cimsplit profile MODEL -o FILE`",
+                )
+            total += float(stats["median_ns"])
+        latencies[op.name] = total
+    return latencies
+
+
+def check_fingerprint(profile: HostProfile, fingerprint: str) -> None:
+    """A profile measured on another model (or another simplification of it) is an error."""
+    if profile.fingerprint != fingerprint:
+        raise CimsplitError(
+            f"host profile {profile.source!r} was measured on a model with fingerprint {profile.fingerprint}, "
+            f"but this model's fingerprint is {fingerprint}",
+            hint="profile this model with `cimsplit profile MODEL -o FILE`",
+        )
+
+
+def cpu_model() -> str:
+    """The CPU's model string (/proc/cpuinfo), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Hardware", "Model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cache_dir() -> Path:
+    """``$CIMSPLIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/cimsplit``, else ``~/.cache/cimsplit``."""
+    if os.environ.get("CIMSPLIT_CACHE_DIR"):
+        return Path(os.environ["CIMSPLIT_CACHE_DIR"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "cimsplit"
+    return Path.home() / ".cache" / "cimsplit"
+
+
+def cached_profile(loaded: _Loaded, threads: int = 1, progress: bool | None = None) -> HostProfile:
+    """This machine's profile of ``loaded``: measured once per (fingerprint, threads, CPU, ORT version)."""
+    cpu, version = cpu_model(), ort.__version__
+    key = hashlib.sha256(json.dumps([loaded.fingerprint, threads, cpu, version]).encode()).hexdigest()[:16]
+    path = cache_dir() / "profiles" / f"{key}.json"
+    if path.exists():
+        try:
+            profile = HostProfile.load(path)
+        except CimsplitError as exc:
+            log.warning("ignoring the unreadable cached host profile %s: %s", path, exc.one_line())
+        else:
+            if (profile.fingerprint, profile.threads, profile.cpu, profile.ort_version) == (loaded.fingerprint, threads, cpu, version):
+                log.info("using the cached host profile %s", path)
+                return dataclasses.replace(profile, source=PROFILED_HERE, cache_file=str(path))
+    log.info("profiling the model on this machine (%d thread(s)); cached in %s", threads, path)
+    profile = profile_model(loaded, threads=threads, progress=progress)
+    try:
+        profile.save(path)
+    except OSError as exc:
+        log.warning("cannot cache the host profile in %s: %s", path, exc)
+        return profile
+    return dataclasses.replace(profile, cache_file=str(path))
+
+
+def host_profile_for(args: argparse.Namespace, loaded: _Loaded) -> HostProfile:
+    """``--host-profile FILE`` (or the hardware TOML's ``host_profile``), else this machine's cached profile.
+
+    The profile's ``describe()`` is the one line the CLI prints about it.
+    """
+    from cimsplit.compiler.hardware import hardware_from_args
+
+    path = getattr(args, "host_profile", None) or hardware_from_args(args).host_profile
+    if path:
+        profile = HostProfile.load(path)
+        check_fingerprint(profile, loaded.fingerprint)
+        return profile
+    return cached_profile(loaded, threads=int(getattr(args, "threads", None) or 1))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    try:
+        with handle:
+            handle.write(text)
+        os.chmod(handle.name, 0o644)  # NamedTemporaryFile creates 0600; a profile is meant to be shared
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -1,0 +1,216 @@
+"""Host profiler: ORT's own profiler per node, whole-model medians, JSON files, the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cimsplit.compiler.errors import CimsplitError
+from cimsplit.compiler.host_profile import (
+    FORMAT_VERSION,
+    PROFILED_HERE,
+    HostProfile,
+    cache_dir,
+    cached_profile,
+    check_fingerprint,
+    operator_latencies,
+    profile_onnx,
+)
+from cimsplit.compiler.ort_profiler import random_inputs
+from cimsplit.compiler.workload import Operator, Workload
+
+RUNS, WARMUP = 5, 2
+
+
+def tiny_model() -> onnx.ModelProto:
+    """
+        x[1,3,8,8]
+           |
+         conv (4 ch, 3x3, pad 1)   k = Constant 2.0
+           |                        |
+         relu ------------------- mul
+                                    |
+                                 flatten -> matmul (256x10) -> y[1,10]
+    """
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    fc = numpy_helper.from_array(rng.standard_normal((256, 10)).astype(np.float32), "fc")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Constant", [], ["k"], name="k", value=numpy_helper.from_array(np.array(2.0, np.float32))),
+        helper.make_node("Mul", ["r", "k"], ["m"], name="mul"),
+        helper.make_node("Flatten", ["m"], ["f"], name="flatten"),
+        helper.make_node("MatMul", ["f", "fc"], ["y"], name="matmul"),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        [w, fc],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The fields of the front end's LoadedModel that profiling reads."""
+
+    model: onnx.ModelProto
+    fingerprint: str
+    input_shapes: dict
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory) -> HostProfile:
+    return profile_onnx(tiny_model(), fingerprint="fp-tiny", runs=RUNS, warmup=WARMUP, progress=False)
+
+
+def test_every_node_gets_a_latency_with_ordered_percentiles(profile):
+    assert set(profile.nodes) == {"conv", "relu", "k", "mul", "flatten", "matmul"}
+    for name in ("conv", "relu", "mul", "flatten", "matmul"):
+        stats = profile.nodes[name]
+        assert stats["samples"] == RUNS  # only the recorded runs, warm-up dropped
+        assert 0 <= stats["p10_ns"] <= stats["median_ns"] <= stats["p90_ns"]
+        assert stats["median_ns"] % 1000 == 0  # ORT reports whole us; the median of 5 runs is one of them
+    assert profile.nodes["conv"]["op_type"] == "Conv"
+    # ORT turns Constant into an initializer: never reported, counted 0.
+    assert profile.nodes["k"] == {"op_type": "Constant", "median_ns": 0.0, "p10_ns": 0.0, "p90_ns": 0.0, "samples": 0}
+    assert profile.model_median_ns["optimizations_off"] > 0 and profile.model_median_ns["optimizations_all"] > 0
+    assert (profile.fingerprint, profile.threads, profile.runs, profile.warmup) == ("fp-tiny", 1, RUNS, WARMUP)
+    assert profile.format_version == FORMAT_VERSION and profile.source == PROFILED_HERE
+
+
+def test_profiler_removes_its_trace_files(tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    profile_onnx(tiny_model(), fingerprint="fp", runs=1, warmup=0, progress=False)
+    assert list(scratch.iterdir()) == []
+    assert not any(name.startswith("ort_") and name.endswith(".json") for name in os.listdir("."))
+
+
+def test_save_is_deterministic_and_load_round_trips(profile, tmp_path):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    profile.save(first)
+    profile.save(second)
+    assert first.read_bytes() == second.read_bytes()
+    text = first.read_text()
+    assert text == json.dumps(json.loads(text), sort_keys=True, indent=2) + "\n"
+    loaded = HostProfile.load(first)
+    assert loaded == profile and loaded.source == str(first)
+    assert (oct(first.stat().st_mode & 0o777)) == oct(0o644)
+
+
+def test_bad_profile_files_are_refused(profile, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text("conv 12us\n")
+    with pytest.raises(CimsplitError, match="is not JSON"):
+        HostProfile.load(path)
+    data = profile.to_dict()
+    del data["nodes"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(CimsplitError, match="lacks nodes"):
+        HostProfile.load(path)
+    path.write_text(json.dumps({**profile.to_dict(), "format_version": 99}))
+    with pytest.raises(CimsplitError, match="format version 99"):
+        HostProfile.load(path)
+    path.write_text(json.dumps({**profile.to_dict(), "nodes": {"conv": {"median_ns": "fast"}}}))
+    with pytest.raises(CimsplitError, match="node 'conv' lacks numeric"):
+        HostProfile.load(path)
+    with pytest.raises(CimsplitError, match="does not exist"):
+        HostProfile.load(tmp_path / "missing.json")
+
+
+def _op(name: str, nodes: tuple[str, ...]) -> Operator:
+    return Operator(name=name, op_type="X", nodes=nodes, cim_capable=False, reason="test", m=None, n=None,
+                    n_mvm=None, crossbars=None, n_in=1, n_out=1)
+
+
+def test_operator_latency_sums_its_nodes(profile):
+    workload = Workload(operators=(_op("conv", ("conv", "relu")), _op("mul", ("k", "mul")), _op("mm", ("flatten", "matmul"))), edges=())
+    latencies = operator_latencies(workload, profile)
+    median = {name: stats["median_ns"] for name, stats in profile.nodes.items()}
+    assert latencies == {
+        "conv": median["conv"] + median["relu"],  # the fused activation adds to its producer
+        "mul": 0.0 + median["mul"],  # the Constant counts 0
+        "mm": median["flatten"] + median["matmul"],
+    }
+
+
+def test_a_node_missing_from_the_profile_is_named(profile):
+    workload = Workload(operators=(_op("gemm", ("gemm_node",)),), edges=())
+    with pytest.raises(CimsplitError, match="no latency for node 'gemm_node' of operator 'gemm'"):
+        operator_latencies(workload, profile)
+
+
+def test_profile_of_another_model_names_both_fingerprints(profile):
+    check_fingerprint(profile, "fp-tiny")
+    with pytest.raises(CimsplitError, match="fingerprint fp-tiny.*fingerprint is fp-other"):
+        check_fingerprint(profile, "fp-other")
+
+
+def test_bad_run_counts_are_refused():
+    with pytest.raises(CimsplitError, match="runs must be at least 1"):
+        profile_onnx(tiny_model(), fingerprint="fp", runs=0, progress=False)
+    with pytest.raises(CimsplitError, match="warm-up runs must be zero or more"):
+        profile_onnx(tiny_model(), fingerprint="fp", warmup=-1, progress=False)
+
+
+def test_unnamed_nodes_are_refused():
+    model = tiny_model()
+    model.graph.node[1].name = ""
+    with pytest.raises(CimsplitError, match="unique, non-empty name"):
+        profile_onnx(model, fingerprint="fp", progress=False)
+
+
+def test_random_inputs_are_seeded_and_match_dtypes():
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["o"], name="cast", to=TensorProto.FLOAT)], "g",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, ["n", 4]), helper.make_tensor_value_info("f", TensorProto.FLOAT16, [2])],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, ["n", 4])],
+    )
+    model = helper.make_model(graph)
+    feeds = random_inputs(model, {"i": (3, 4)}, seed=1)
+    assert feeds["i"].dtype == np.int64 and feeds["i"].shape == (3, 4) and set(np.unique(feeds["i"])) <= {0, 1, 2}
+    assert feeds["f"].dtype == np.float16 and feeds["f"].shape == (2,)
+    again = random_inputs(model, {"i": (3, 4)}, seed=1)
+    assert all(np.array_equal(feeds[k], again[k]) for k in feeds)
+    with pytest.raises(CimsplitError, match="--input-shape i=D0,D1"):
+        random_inputs(model, {}, seed=1)
+
+
+def test_cache_profiles_once_per_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("CIMSPLIT_CACHE_DIR", str(tmp_path / "cache"))
+    assert cache_dir() == tmp_path / "cache"
+    loaded = Loaded(model=tiny_model(), fingerprint="fp-cache", input_shapes={})
+    first = cached_profile(loaded)
+    files = list((tmp_path / "cache" / "profiles").iterdir())
+    assert [Path(first.cache_file)] == files and first.source == PROFILED_HERE
+    stamp = files[0].stat().st_mtime_ns
+    second = cached_profile(loaded)
+    assert second == first and files[0].stat().st_mtime_ns == stamp  # read back, not measured again
+    # Another thread count is another profile.
+    third = cached_profile(loaded, threads=2)
+    assert third.threads == 2 and len(list((tmp_path / "cache" / "profiles").iterdir())) == 2
+    # A corrupt cache entry is measured again, not an error.
+    files[0].write_text("{")
+    assert cached_profile(replace(loaded)).fingerprint == "fp-cache"
+
+
+def test_cache_folder_follows_xdg(monkeypatch, tmp_path):
+    monkeypatch.delenv("CIMSPLIT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "cimsplit"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache_dir() == Path.home() / ".cache" / "cimsplit"
