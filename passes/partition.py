@@ -1,0 +1,194 @@
+"""The partitioning pass driver: baselines, one ILP solve, validation, fallbacks.
+
+``partition`` never returns a schedule worse than the best baseline, and never
+an unvalidated one: every result is re-timed by the independent simulator.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from cimsplit.compiler.errors import CimsplitError
+from cimsplit.passes.backend import (
+    BACKENDS,
+    STATUS_INFEASIBLE,
+    BackendOutcome,
+    BackendUnavailable,
+    SolveOptions,
+    get_backend,
+)
+from cimsplit.passes.baselines import all_baselines
+from cimsplit.passes.ilp import MilpModel, build_milp
+from cimsplit.passes.problem import PartitionProblem
+from cimsplit.passes.result import PartitionResult, Schedule, SolverStats
+from cimsplit.passes.validate import InternalError, validate
+
+__all__ = ["MILP_SOLVERS", "SOLVER_CHOICES", "partition", "problem_from_costs"]
+
+log = logging.getLogger(__name__)
+
+MILP_SOLVERS = ("gurobi", "highs")
+"""Backends that solve :class:`MilpModel`; others (cpsat) build their own model."""
+SOLVER_CHOICES = ("auto", *BACKENDS)
+
+
+def problem_from_costs(workload, costs) -> PartitionProblem:
+    """The plain cost tables of a costed workload (operators in workload order; budget = C).
+
+    ``workload`` is a :class:`cimsplit.compiler.workload.Workload`, ``costs`` a
+    :class:`cimsplit.compiler.costs.Costs`.  Several tensors on one edge add up.
+    """
+    names = tuple(op.name for op in workload.operators)
+    index = {name: i for i, name in enumerate(names)}
+    by_name = {c.name: c for c in costs.operators}
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise CimsplitError(f"no cost for operator {missing[0]!r}", hint="costs were built for another workload")
+    op_costs = [by_name[name] for name in names]
+    edge_time: dict[tuple[int, int], float] = {}
+    for edge in costs.edges:
+        u, v = index[edge.src], index[edge.dst]
+        edge_time[(u, v)] = edge_time.get((u, v), 0.0) + edge.t_transfer_ns
+    for edge in workload.edges:  # an edge the cost model left out still orders its operators
+        edge_time.setdefault((index[edge.src], index[edge.dst]), 0.0)
+    t_in = [0.0] * len(names)
+    t_out = [0.0] * len(names)
+    writes = [op.graph_output_elements > 0 for op in workload.operators]
+    for io in costs.io_transfers:
+        v = index[io.operator]
+        if io.direction == "in":
+            t_in[v] += io.t_transfer_ns
+        else:
+            t_out[v] += io.t_transfer_ns
+            writes[v] = True
+    return PartitionProblem(
+        names=names,
+        t_host_ns=tuple(float(c.t_host_ns) for c in op_costs),
+        t_cim_ns=tuple(None if c.t_cim_ns is None else float(c.t_cim_ns) for c in op_costs),
+        crossbars=tuple(int(c.crossbars or 0) for c in op_costs),
+        edges=tuple((u, v, t) for (u, v), t in sorted(edge_time.items())),
+        budget=int(costs.hardware.crossbars),
+        t_in_ns=tuple(t_in),
+        t_out_ns=tuple(t_out),
+        writes_output=tuple(writes),
+    )
+
+
+def _check_arguments(problem: PartitionProblem, solver: str, time_limit_s: float, mip_gap: float | None) -> None:
+    if solver not in SOLVER_CHOICES:
+        raise CimsplitError(f"unknown solver {solver!r}", hint=f"choose one of {', '.join(SOLVER_CHOICES)}")
+    if not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise CimsplitError(f"the time limit must be a positive number of seconds, got {time_limit_s!r}")
+    if mip_gap is not None and not (math.isfinite(mip_gap) and 0 <= mip_gap < 1):
+        raise CimsplitError(f"the MIP gap must be in [0, 1), got {mip_gap!r}")
+    if problem.budget < 0:
+        raise CimsplitError(f"the crossbar budget must be zero or more, got {problem.budget}")
+    for v in range(problem.n):
+        values = [problem.t_host_ns[v], problem.t_in_ns[v], problem.t_out_ns[v]]
+        if problem.t_cim_ns[v] is not None:
+            values.append(problem.t_cim_ns[v])  # type: ignore[arg-type]
+        if any(not math.isfinite(t) or t < 0 for t in values) or problem.crossbars[v] < 0:
+            raise CimsplitError(f"operator {problem.names[v]!r} has a negative or non-finite cost")
+    if any(not math.isfinite(t) or t < 0 for _, _, t in problem.edges):
+        raise CimsplitError("an edge has a negative or non-finite transfer time")
+
+
+def _gap(objective_ns: float, bound_ns: float) -> float:
+    """Relative MIP gap (z_inc - z_bound) / |z_inc| (section II-B)."""
+    if objective_ns <= 0:
+        return 0.0
+    return max(0.0, (objective_ns - bound_ns) / objective_ns)
+
+
+def partition(
+    problem: PartitionProblem,
+    *,
+    solver: str = "auto",
+    time_limit_s: float = 60.0,
+    mip_gap: float | None = None,
+    plain: bool = False,
+    verbose: bool = False,
+    threads: int | None = None,
+) -> PartitionResult:
+    """Place every operator on the host or the CIM with minimal makespan (section IV-B).
+
+    ``solver``: ``auto`` (Gurobi when it imports, is licensed and the model fits
+    the licence, else HiGHS), ``gurobi``, ``highs`` or ``cpsat``.  ``plain``
+    solves the paper's formulation as written (no cuts or tightenings).
+    The result's schedule is validated, and never worse than the best baseline.
+    """
+    _check_arguments(problem, solver, time_limit_s, mip_gap)
+    baselines = all_baselines(problem)
+    for name, schedule in baselines.items():
+        validate(problem, schedule.on_host, host_order=None, start_ns=schedule.start_ns,
+                 objective_ns=schedule.makespan_ns, source=f"baseline {name}")
+    best_name = min(baselines, key=lambda k: (baselines[k].makespan_ns, list(baselines).index(k)))
+    best = baselines[best_name]
+    warnings: list[str] = []
+
+    if problem.n == 0:
+        stats = SolverStats("none", "optimal", 0.0, 0.0, 0.0, 0.0, 0, 0, 0, reason="empty workload: nothing to solve")
+        return PartitionResult(problem, best, stats, baselines, ())
+
+    options = SolveOptions(time_limit_s=float(time_limit_s), mip_gap=mip_gap, verbose=verbose, threads=threads)
+    candidates = list(MILP_SOLVERS) if solver == "auto" else [solver]
+    formulation: MilpModel | None = None
+    reasons: list[str] = []
+    outcome: BackendOutcome | None = None
+    for name in candidates:
+        try:
+            backend = get_backend(name)
+            if name in MILP_SOLVERS and formulation is None:
+                formulation = build_milp(problem, plain=plain, upper_bound_ns=None if plain else best.makespan_ns)
+            outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, options, best)
+        except BackendUnavailable as exc:
+            if solver != "auto" or name == candidates[-1]:
+                raise
+            reasons.append(f"{name} skipped: {exc.message}")
+            log.info("solver %s unavailable: %s", name, exc.message)
+            continue
+        break
+    assert outcome is not None
+    if solver == "auto":
+        why = "; ".join(reasons) if reasons else "gurobipy is installed, licensed and the model fits its licence"
+        reason = f"auto chose {outcome.solver}: {why}"
+    else:
+        reason = f"requested with --solver {solver}"
+    log.info("%s", reason)
+
+    if outcome.status == STATUS_INFEASIBLE:
+        raise InternalError(f"{outcome.solver} reports the model infeasible, but CPU-only is a feasible schedule")
+    bound_ns = min(outcome.bound_ns, best.makespan_ns) if outcome.bound_ns > 0 else 0.0
+    schedule: Schedule
+    if outcome.has_solution:
+        schedule = validate(problem, outcome.on_host, start_ns=outcome.start_ns,  # type: ignore[arg-type]
+                            host_order=outcome.host_order, objective_ns=outcome.objective_ns, source=outcome.solver)
+        if schedule.makespan_ns > best.makespan_ns * (1 + 1e-9):
+            warnings.append(
+                f"{outcome.solver} stopped ({outcome.status}) with a schedule of {schedule.makespan_ns:.0f} ns, "
+                f"worse than the {best_name} baseline ({best.makespan_ns:.0f} ns): returning the baseline"
+            )
+            schedule = best
+    else:
+        warnings.append(
+            f"{outcome.solver} found no solution ({outcome.status}) within {time_limit_s:g} s: "
+            f"returning the best baseline ({best_name})"
+        )
+        schedule = best
+    bound_ns = min(bound_ns, schedule.makespan_ns)
+    stats = SolverStats(
+        name=outcome.solver,
+        status=outcome.status,
+        objective_ns=schedule.makespan_ns,
+        bound_ns=bound_ns,
+        gap=_gap(schedule.makespan_ns, bound_ns),
+        time_s=outcome.time_s,
+        n_operators=problem.n,
+        n_variables=outcome.n_variables,
+        n_constraints=outcome.n_constraints,
+        reason=reason,
+    )
+    for text in warnings:
+        log.warning("%s", text)
+    return PartitionResult(problem, schedule, stats, baselines, tuple(warnings))
