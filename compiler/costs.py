@@ -1,10 +1,26 @@
-"""Cost model: host latency from profiles, CIM latency (eq. 2-3), transfers (eq. 4)."""
+"""Cost model: host latency from profiles, CIM latency (eq. 2-3), transfers (eq. 4).
+
+All times are floats in ns; ``bytes / (bytes/s) * 1e9`` converts a transfer.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from cimsplit.compiler.hardware import Hardware
+from cimsplit.compiler.hardware import Hardware, validate_hardware
+from cimsplit.compiler.workload import Operator, Workload
+
+if TYPE_CHECKING:
+    from cimsplit.compiler.host_profile import HostProfile
+
+__all__ = [
+    "OperatorCost", "EdgeCost", "IoTransfer", "Costs",
+    "build_costs", "cim_latency_ns", "transfer_ns", "crossbars_needed", "costs_to_dict",
+]
+
+_NS_PER_S = 1e9
 
 
 @dataclass(frozen=True)
@@ -47,3 +63,106 @@ class Costs:
     @property
     def cpu_only_ns(self) -> float:
         return sum(op.t_host_ns for op in self.operators)
+
+
+def crossbars_needed(m: int, n: int, hardware: Hardware) -> int:
+    """N_crossbar,v = ceil(M_v / M) * ceil(N_v / N) (eq. 1), M x N = crossbar rows x cols."""
+    return math.ceil(m / hardware.crossbar_rows) * math.ceil(n / hardware.crossbar_cols)
+
+
+def transfer_ns(elements: int, hardware: Hardware) -> float:
+    """T_transfer = b * elements / B_shared (eq. 4), in ns."""
+    return hardware.element_bytes * elements / hardware.bus_bandwidth_bytes_per_s * _NS_PER_S
+
+
+def cim_latency_ns(op: Operator, hardware: Hardware) -> float | None:
+    """T_acc,v = T_load + N_mvm,v * T_mvm + T_store (eq. 2), T_load/T_store = b * N_in/out,v / B_cim (eq. 3).
+
+    ``None`` for an operator that is not CIM-capable.  A fused activation adds
+    nothing: the GPEU pipelines it (paper IV-A2).
+    """
+    if not op.cim_capable or op.n_mvm is None:
+        return None
+    b, b_cim = hardware.element_bytes, hardware.cim_bandwidth_bytes_per_s
+    t_load_ns = b * op.n_in / b_cim * _NS_PER_S  # eq. 3
+    t_mvm_ns = op.n_mvm * hardware.mvm_latency_ns  # T_mvm,v = N_mvm,v * T_mvm
+    t_store_ns = b * op.n_out / b_cim * _NS_PER_S  # eq. 3
+    return t_load_ns + t_mvm_ns + t_store_ns  # eq. 2
+
+
+def build_costs(workload: Workload, hardware: Hardware, profile: HostProfile, paper_exact: bool = False) -> Costs:
+    """Every cost the partitioner needs, from the workload, the hardware and a host profile.
+
+    Edge transfers use ``Edge.elements`` (the tensors of u that v reads), not
+    N_out,u as eq. 4 writes it: the two are equal for single-output operators,
+    and for a multi-output operator (Split) only the part v consumes crosses
+    the bus.  Graph inputs and outputs live on the host, so a CIM operator that
+    reads a graph input pays ``b * elements / B_shared`` before it and one that
+    writes a graph output pays it after; ``paper_exact`` drops these, as the
+    paper does.  Crossbar counts are recomputed for ``hardware``'s crossbar
+    size from M_v and N_v (eq. 1), so a workload built for another size costs
+    right.
+    """
+    from cimsplit.compiler.host_profile import operator_latencies
+
+    validate_hardware(hardware)
+    t_host = operator_latencies(workload, profile)
+    operators = []
+    io_transfers = []
+    for op in workload.operators:
+        t_cim = cim_latency_ns(op, hardware)
+        if t_cim is None:
+            crossbars = 0
+        elif op.m is not None and op.n is not None:
+            crossbars = crossbars_needed(op.m, op.n, hardware)
+        else:
+            crossbars = int(op.crossbars or 0)
+        operators.append(OperatorCost(name=op.name, t_host_ns=t_host[op.name], t_cim_ns=t_cim, crossbars=crossbars))
+        if t_cim is None or paper_exact:
+            continue
+        for direction, elements in (("in", op.graph_input_elements), ("out", op.graph_output_elements)):
+            if elements > 0:
+                io_transfers.append(
+                    IoTransfer(op.name, direction, hardware.element_bytes * elements, transfer_ns(elements, hardware))
+                )
+    edges = tuple(
+        EdgeCost(edge.src, edge.dst, hardware.element_bytes * edge.elements, transfer_ns(edge.elements, hardware))  # eq. 4
+        for edge in workload.edges
+    )
+    return Costs(
+        hardware=hardware,
+        operators=tuple(operators),
+        edges=edges,
+        io_transfers=tuple(io_transfers),
+        host_profile=profile.summary(),
+    )
+
+
+def costs_to_dict(costs: Costs, workload: Workload) -> dict[str, Any]:
+    """The JSON shape of ``cimsplit costs --json`` (operators in workload order)."""
+    by_name = {op.name: op for op in workload.operators}
+    return {
+        "hardware": costs.hardware.to_dict(),
+        "host_profile": dict(costs.host_profile),
+        "operators": [
+            {
+                "name": cost.name,
+                "op_type": by_name[cost.name].op_type,
+                "nodes": list(by_name[cost.name].nodes),
+                "cim_capable": by_name[cost.name].cim_capable,
+                "crossbars": cost.crossbars,
+                "t_host_ns": cost.t_host_ns,
+                "t_cim_ns": cost.t_cim_ns,
+            }
+            for cost in costs.operators
+        ],
+        "edges": [
+            {"src": edge.src, "dst": edge.dst, "bytes": edge.bytes, "t_transfer_ns": edge.t_transfer_ns}
+            for edge in costs.edges
+        ],
+        "io_transfers": [
+            {"operator": io.operator, "direction": io.direction, "bytes": io.bytes, "t_transfer_ns": io.t_transfer_ns}
+            for io in costs.io_transfers
+        ],
+        "cpu_only_ns": costs.cpu_only_ns,
+    }
