@@ -35,6 +35,8 @@ class Operator:
     """Elements of graph inputs this operator reads directly (host -> CIM if on CIM)."""
     graph_output_elements: int = 0
     """Elements of graph outputs this operator writes (CIM -> host if on CIM)."""
+    weight_shape: tuple[int, ...] | None = None
+    """Logical shape of the constant weight (after its transpose/reshape chain), if any."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class Edge:
     src: str
     dst: str
     elements: int
+    tensors: tuple[str, ...] = ()
+    """Names of the tensors of u that v reads (sorted)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,9 @@ class Workload:
     crossbar_cols: int = 256
     inputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
     outputs: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    constant_nodes: tuple[str, ...] = ()
+    """Nodes computed from constants only (e.g. DequantizeLinear of a weight) that
+    belong to no operator; a partition that reads their output recomputes them."""
 
     def operator(self, name: str) -> Operator:
         for op in self.operators:

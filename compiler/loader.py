@@ -1,0 +1,234 @@
+"""Read an ONNX file safely and fix the shapes of its graph inputs (DESIGN §2, §9).
+
+Steps, each a one-line :class:`CimsplitError` when it fails:
+
+1. the file exists and parses as an ONNX ``ModelProto`` (a truncated or foreign
+   file fails here);
+2. external-data locations are checked *before* any external data is read: a
+   location that is absolute, climbs out of the model's folder (``../x.bin``)
+   or is a symlink resolving outside it is refused;
+3. the default-domain opset is 11 or newer;
+4. ``onnx.checker`` accepts the model;
+5. every real graph input (initializers listed as inputs by old exporters are
+   not real inputs) gets a fully static shape, from the model or from
+   ``--input-shape NAME=D0,D1,...``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from cimsplit.compiler.errors import CimsplitError
+
+__all__ = [
+    "MIN_OPSET",
+    "read_model",
+    "real_inputs",
+    "parse_input_shapes",
+    "resolve_input_shapes",
+    "apply_input_shapes",
+]
+
+log = logging.getLogger(__name__)
+
+MIN_OPSET = 11
+_FLAG_HINT = "pass --input-shape NAME=D0,D1,... for it"
+
+
+def parse_input_shapes(specs: Iterable[str] | None) -> dict[str, tuple[int, ...]]:
+    """Parse ``["x=1,3,224,224", ...]`` (the ``--input-shape`` flag) into a dict."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs or ():
+        name, sep, dims_text = spec.rpartition("=")
+        if not sep or not name or not dims_text:
+            raise CimsplitError(f"bad --input-shape {spec!r}", hint="write NAME=D0,D1,... e.g. input=1,3,224,224")
+        try:
+            dims = tuple(int(d) for d in dims_text.replace("x", ",").split(","))
+        except ValueError:
+            raise CimsplitError(f"bad --input-shape {spec!r}: dims must be integers", hint="e.g. input=1,3,224,224") from None
+        if any(d <= 0 for d in dims):
+            raise CimsplitError(f"bad --input-shape {spec!r}: dims must be positive", hint="e.g. input=1,3,224,224")
+        if name in shapes and shapes[name] != dims:
+            raise CimsplitError(f"--input-shape given twice for {name!r} with different dims")
+        shapes[name] = dims
+    return shapes
+
+
+def _iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """The graph and every subgraph nested in node attributes (If/Loop/Scan bodies)."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _iter_graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _iter_graphs(sub)
+
+
+def _iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto that may carry external data: initializers and Constant/attribute tensors."""
+    for graph in _iter_graphs(model.graph):
+        yield from graph.initializer
+        for sparse in graph.sparse_initializer:
+            yield sparse.values
+            yield sparse.indices
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+                elif attr.type == onnx.AttributeProto.TENSORS:
+                    yield from attr.tensors
+
+
+def _check_external_locations(model: onnx.ModelProto, base_dir: Path) -> bool:
+    """Refuse external-data locations that leave ``base_dir``; return whether any exist."""
+    base_real = os.path.realpath(base_dir)
+    found = False
+    for tensor in _iter_tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        found = True
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if not location:
+            raise CimsplitError(f"tensor {tensor.name!r} has external data without a location")
+        if os.path.isabs(location) or Path(location).drive:
+            raise CimsplitError(
+                f"external data of tensor {tensor.name!r} has an absolute location {location!r}",
+                hint="external data must sit in the model's folder",
+            )
+        target = os.path.realpath(os.path.join(base_real, location))
+        if os.path.commonpath([base_real, target]) != base_real:
+            raise CimsplitError(
+                f"external data of tensor {tensor.name!r} at {location!r} leaves the model's folder",
+                hint="external data must sit in the model's folder (no '..', no symlinks pointing outside)",
+            )
+        if not os.path.isfile(target):
+            raise CimsplitError(f"external data file {location!r} of tensor {tensor.name!r} is missing")
+    return found
+
+
+def read_model(path: str | Path) -> onnx.ModelProto:
+    """Load, check and validate an ONNX file (steps 1-4 of the module docstring)."""
+    path = Path(path)
+    if not path.exists():
+        raise CimsplitError(f"model file {str(path)!r} does not exist")
+    if not path.is_file():
+        raise CimsplitError(f"model path {str(path)!r} is not a file")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, ValueError, RuntimeError, OSError, UnicodeDecodeError) as exc:
+        raise CimsplitError(f"{str(path)!r} is not a readable ONNX model ({type(exc).__name__})") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise CimsplitError(f"{str(path)!r} is not an ONNX model (no graph found)")
+    if _check_external_locations(model, path.parent):
+        try:
+            onnx.load_external_data_for_model(model, str(path.parent))
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise CimsplitError(f"cannot read the external data of {str(path)!r}: {exc}") from None
+    _check_opset(model)
+    try:
+        if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF:
+            onnx.checker.check_model(model)
+        else:  # in-memory checks cannot serialize past 2 GB; check the file instead
+            onnx.checker.check_model(str(path))
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CimsplitError(f"{str(path)!r} is not a valid ONNX model: {first}") from None
+    return model
+
+
+def _check_opset(model: onnx.ModelProto) -> None:
+    versions = [op.version for op in model.opset_import if op.domain in ("", "ai.onnx")]
+    if not versions:
+        raise CimsplitError("the model imports no default-domain ONNX opset")
+    if versions[0] < MIN_OPSET:
+        raise CimsplitError(
+            f"the model uses opset {versions[0]}; cimsplit needs opset {MIN_OPSET} or newer",
+            hint="convert it with onnx.version_converter.convert_version(model, 17)",
+        )
+
+
+def real_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    """Graph inputs that are fed at run time (not initializers listed as inputs)."""
+    initializers = {t.name for t in graph.initializer}
+    return [vi for vi in graph.input if vi.name not in initializers]
+
+
+def _declared_dims(vi: onnx.ValueInfoProto) -> list[int | None] | None:
+    """Declared dims (None for symbolic/unknown); None when the rank itself is unknown."""
+    tensor_type = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor_type.shape.dim]
+
+
+def resolve_input_shapes(
+    model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]] | None = None
+) -> dict[str, tuple[int, ...]]:
+    """Static shape of every real graph input, from the model and ``input_shapes``."""
+    given = dict(input_shapes or {})
+    inputs = real_inputs(model.graph)
+    names = [vi.name for vi in inputs]
+    for name in given:
+        if name not in names:
+            raise CimsplitError(
+                f"--input-shape names {name!r}, which is not an input of the model",
+                hint=f"its inputs are: {', '.join(names) or '(none)'}",
+            )
+    resolved: dict[str, tuple[int, ...]] = {}
+    for vi in inputs:
+        if not vi.type.HasField("tensor_type"):
+            raise CimsplitError(f"graph input {vi.name!r} is not a tensor; cimsplit handles tensor inputs only")
+        declared = _declared_dims(vi)
+        if vi.name in given:
+            dims = tuple(int(d) for d in given[vi.name])
+            if declared is not None and len(declared) != len(dims):
+                raise CimsplitError(
+                    f"--input-shape {vi.name}={','.join(map(str, dims))} has rank {len(dims)}, "
+                    f"but input {vi.name!r} has rank {len(declared)}",
+                )
+            for axis, (want, have) in enumerate(zip(dims, declared or dims)):
+                if have is not None and have != want:
+                    raise CimsplitError(
+                        f"--input-shape sets dim {axis} of input {vi.name!r} to {want}, but the model fixes it to {have}",
+                    )
+            resolved[vi.name] = dims
+            continue
+        if declared is None:
+            raise CimsplitError(f"input {vi.name!r} has an unknown rank", hint=_FLAG_HINT.replace("NAME", vi.name))
+        unknown = [axis for axis, d in enumerate(declared) if d is None]
+        if unknown:
+            shown = ",".join("?" if d is None else str(d) for d in declared)
+            raise CimsplitError(
+                f"input {vi.name!r} has unknown dims ({shown}) at axis {', '.join(map(str, unknown))}",
+                hint=_FLAG_HINT.replace("NAME", vi.name),
+            )
+        resolved[vi.name] = tuple(int(d) for d in declared)  # type: ignore[arg-type]
+    return resolved
+
+
+def apply_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) -> None:
+    """Write static input dims into ``model`` (in place) and drop stale inferred shapes.
+
+    Old ``value_info`` entries and symbolic output dims would conflict with the
+    static shapes inference derives from the fixed inputs, so they are cleared;
+    output ranks and element types are kept.
+    """
+    for vi in model.graph.input:
+        if vi.name not in shapes:
+            continue
+        shape = vi.type.tensor_type.shape
+        shape.ClearField("dim")
+        for d in shapes[vi.name]:
+            shape.dim.add().dim_value = int(d)
+    del model.graph.value_info[:]
+    for vi in model.graph.output:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            vi.type.tensor_type.ClearField("shape")

@@ -1,0 +1,233 @@
+"""Simplify a model before costing it (DESIGN §2), with onnxslim, then infer static shapes.
+
+onnxslim folds constants and shape-only subgraphs (Shape->Gather->Unsqueeze->
+Concat->Reshape collapses to one constant shape), fuses BatchNormalization
+into the preceding Conv, and removes Identity nodes.  Its constant folder
+never folds ``QuantizeLinear``/``DequantizeLinear`` (onnx-graphsurgeon's
+``NO_FOLD_OPS``), so the QDQ structure of quantized models stays intact: a
+``DequantizeLinear`` of an int8 weight is *not* turned into a float constant.
+
+After slimming:
+
+* every node gets a unique, non-empty name, deterministically: existing names
+  are kept, an empty or repeated one becomes ``<op_type>_<index>`` (with a
+  suffix if that is taken too);
+* graph input and output names are those of the original model (checked);
+* ``onnx.shape_inference`` (with data propagation) writes a static shape for
+  every tensor into ``value_info``; a tensor whose shape inference cannot
+  settle (Loop scan outputs, data-dependent ops) is measured by one seeded
+  onnxruntime run; whatever is still unknown is a :class:`CimsplitError`,
+  except downstream of custom-domain operators, which onnxruntime cannot run
+  and which the workload keeps opaque on the host.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+
+from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors
+from cimsplit.compiler.errors import CimsplitError
+
+__all__ = ["simplify", "name_nodes", "tensor_shapes", "infer_static_shapes"]
+
+log = logging.getLogger(__name__)
+
+Shape = tuple[int, ...]
+
+
+def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnxslim
+
+    # onnxslim installs a stderr handler on its logger unless one exists; the
+    # library must not print, so give it a silent one (records still propagate).
+    slim_log = logging.getLogger("onnxslim")
+    if not slim_log.handlers:
+        slim_log.addHandler(logging.NullHandler())
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # onnxslim edits its argument in place (freeze)
+    try:
+        slimmed = onnxslim.slim(copy)
+    except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
+        log.warning("onnxslim failed (%s: %s); retrying with constant folding only", type(exc).__name__, exc)
+        copy.CopyFrom(model)
+        try:
+            slimmed = onnxslim.slim(copy, skip_optimizations=["graph_fusion", "subexpression_elimination", "weight_tying"])
+        except Exception as exc2:  # noqa: BLE001
+            log.warning("onnxslim failed again (%s); using the model unsimplified", exc2)
+            slimmed = copy
+    if slimmed is None:  # onnxslim returns None when its own check fails
+        log.warning("onnxslim returned no model; using the model unsimplified")
+        slimmed = onnx.ModelProto()
+        slimmed.CopyFrom(model)
+    return slimmed
+
+
+def name_nodes(graph: onnx.GraphProto) -> None:
+    """Give every node of ``graph`` a unique non-empty name, in place and deterministically."""
+    taken: set[str] = set()
+    wanted = [n.name for n in graph.node]
+    keep = [False] * len(wanted)
+    for i, name in enumerate(wanted):
+        if name and name not in taken:
+            taken.add(name)
+            keep[i] = True
+    for i, node in enumerate(graph.node):
+        if keep[i]:
+            continue
+        base = node.name or f"{node.op_type}_{i}"
+        candidate, k = base, 1
+        while candidate in taken:
+            candidate = f"{base}_{k}"
+            k += 1
+        node.name = candidate
+        taken.add(candidate)
+
+
+def _shape_of(type_proto: onnx.TypeProto) -> Shape | None:
+    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims = type_proto.tensor_type.shape.dim
+    if any(not d.HasField("dim_value") or d.dim_value < 0 for d in dims):
+        return None
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def tensor_shapes(model: onnx.ModelProto) -> dict[str, Shape | None]:
+    """Static shape of every named tensor (None where unknown), from the model's type info."""
+    graph = model.graph
+    shapes: dict[str, Shape | None] = {}
+    for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+        shape = _shape_of(vi.type)
+        if shape is not None or vi.name not in shapes:
+            shapes[vi.name] = shape
+    for init in graph.initializer:
+        shapes[init.name] = tuple(int(d) for d in init.dims)
+    for node in graph.node:
+        for out in node.output:
+            if out and out not in shapes:
+                shapes[out] = None
+    return shapes
+
+
+def _downstream_of_custom(graph: onnx.GraphProto) -> set[str]:
+    """Tensors computed (transitively) from a custom-domain node's output."""
+    tainted: set[str] = set()
+    for node in graph.node:
+        if node.domain not in STANDARD_DOMAINS or any(i in tainted for i in node.input):
+            tainted.update(o for o in node.output if o)
+    return tainted
+
+
+def _measure_shapes_with_ort(
+    model: onnx.ModelProto, names: list[str], input_shapes: Mapping[str, Shape]
+) -> dict[str, Shape]:
+    """Run the model once on seeded inputs with ``names`` exposed as outputs; return their shapes."""
+    import onnxruntime as ort
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    existing = {o.name for o in probe.graph.output}
+    for name in names:
+        if name not in existing:
+            probe.graph.output.add().name = name
+    feeds = {}
+    rng = np.random.default_rng(0)
+    elem_types = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
+    for name, shape in input_shapes.items():
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_types[name])
+        if np.issubdtype(dtype, np.floating):
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[name] = np.zeros(shape, dtype=dtype)
+        else:
+            feeds[name] = np.zeros(shape, dtype=dtype)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    values = session.run(names, feeds)
+    return {name: tuple(int(d) for d in np.shape(v)) for name, v in zip(names, values)}
+
+
+def _set_value_info(model: onnx.ModelProto, measured: Mapping[str, Shape], elem_types: Mapping[str, int]) -> None:
+    by_name = {vi.name: vi for vi in list(model.graph.value_info) + list(model.graph.output)}
+    for name, shape in measured.items():
+        vi = by_name.get(name)
+        if vi is None:
+            vi = model.graph.value_info.add()
+            vi.name = name
+        vi.type.tensor_type.elem_type = vi.type.tensor_type.elem_type or elem_types.get(name, onnx.TensorProto.FLOAT)
+        shape_proto = vi.type.tensor_type.shape
+        shape_proto.ClearField("dim")
+        for d in shape:
+            shape_proto.dim.add().dim_value = d
+
+
+def infer_static_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.ModelProto:
+    """Return ``model`` with a static shape in ``value_info`` for every activation tensor."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CimsplitError(f"shape inference failed on the simplified model: {first}") from None
+    shapes = tensor_shapes(inferred)
+    consts = constant_tensors(inferred.graph)
+    unknown = [name for name, shape in shapes.items() if shape is None and name not in consts]
+    if not unknown:
+        return inferred
+    custom = _downstream_of_custom(inferred.graph)
+    measurable = [name for name in unknown if name not in custom]
+    if measurable:
+        try:
+            measured = _measure_shapes_with_ort(inferred, measurable, input_shapes)
+        except Exception as exc:  # noqa: BLE001 - any ORT failure becomes one clear error below
+            log.debug("onnxruntime shape probe failed: %s", exc)
+            measured = {}
+        missing = [name for name in measurable if name not in measured]
+        if missing:
+            raise CimsplitError(
+                f"tensor {missing[0]!r} still has an unknown shape after simplification",
+                hint="fix every symbolic input dim with --input-shape NAME=D0,D1,...",
+            )
+        log.info("shapes of %d tensors measured with onnxruntime: %s", len(measured), ", ".join(sorted(measured)))
+        elem_types = {vi.name: vi.type.tensor_type.elem_type for vi in inferred.graph.value_info}
+        _set_value_info(inferred, measured, elem_types)
+    left = [name for name in unknown if name in custom]
+    if left:
+        log.warning("%d tensors after custom-domain operators have unknown shapes (counted as 0 elements)", len(left))
+    return inferred
+
+
+def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.ModelProto:
+    """Slim ``model`` (inputs already fixed to ``input_shapes``), name nodes, infer static shapes."""
+    input_names = [vi.name for vi in model.graph.input if vi.name in input_shapes]
+    output_names = [vi.name for vi in model.graph.output]
+    slimmed = _slim(model)
+    new_inputs = [vi.name for vi in slimmed.graph.input]
+    new_outputs = [vi.name for vi in slimmed.graph.output]
+    if new_outputs != output_names or any(name not in new_inputs for name in input_names if _is_used(model, name)):
+        log.warning("onnxslim changed graph input/output names; using the unslimmed model")
+        slimmed = onnx.ModelProto()
+        slimmed.CopyFrom(model)
+    _drop_initializer_inputs(slimmed.graph)
+    name_nodes(slimmed.graph)
+    del slimmed.graph.value_info[:]
+    return infer_static_shapes(slimmed, {k: v for k, v in input_shapes.items() if k in {vi.name for vi in slimmed.graph.input}})
+
+
+def _is_used(model: onnx.ModelProto, name: str) -> bool:
+    return any(name in node.input for node in model.graph.node) or any(o.name == name for o in model.graph.output)
+
+
+def _drop_initializer_inputs(graph: onnx.GraphProto) -> None:
+    """Old exporters list initializers as graph inputs; they are weights, not inputs."""
+    inits = {t.name for t in graph.initializer}
+    keep = [vi for vi in graph.input if vi.name not in inits]
+    if len(keep) != len(graph.input):
+        del graph.input[:]
+        graph.input.extend(keep)

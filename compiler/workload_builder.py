@@ -1,0 +1,184 @@
+"""Build the workload DAG G=(V, E) of a simplified, shape-inferred model (DESIGN §2).
+
+One operator per group of :func:`cimsplit.compiler.fusion.group_nodes`; its
+anchor decides CIM capability and the GEMM lowering (:mod:`im2col`).  Edges
+are activation tensors only: u -> v carries the elements of u's tensors that
+v reads.  ``n_in``/``n_out`` count the activation elements entering/leaving
+the operator (weights excluded; after fusion ``n_out`` is the fused
+activation's output).  Operators come in a deterministic topological order:
+Kahn's algorithm, ties broken by the first node index of each group.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+from collections import defaultdict
+
+import onnx
+
+from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors
+from cimsplit.compiler.errors import CimsplitError
+from cimsplit.compiler.fusion import Graph, Group, activation_inputs, group_nodes
+from cimsplit.compiler.im2col import GEMM_OPS, Lowering, lower
+from cimsplit.compiler.simplify import tensor_shapes
+from cimsplit.compiler.workload import Edge, Operator, Workload
+
+__all__ = ["build_workload"]
+
+log = logging.getLogger(__name__)
+
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
+def _elements(shape: tuple[int, ...] | None) -> int:
+    return 0 if shape is None else math.prod(shape)
+
+
+def _host_reason(node: onnx.NodeProto) -> str | None:
+    """Why a node stays on the host before any GEMM analysis, or None."""
+    if node.domain not in STANDARD_DOMAINS:
+        return f"custom-domain operator ({node.domain}::{node.op_type}) stays on the host as an opaque operator"
+    if node.op_type in CONTROL_FLOW:
+        return f"control flow ({node.op_type}) stays on the host as an opaque operator"
+    if node.op_type not in GEMM_OPS:
+        return f"{node.op_type} runs on the host (not a Conv/Gemm/MatMul)"
+    return None
+
+
+def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256, 256)) -> Workload:
+    """The workload DAG of ``model`` (simplified, nodes named, shapes inferred)."""
+    rows, cols = crossbar_size
+    graph_proto = model.graph
+    nodes = list(graph_proto.node)
+    consts = constant_tensors(graph_proto)
+    shapes = tensor_shapes(model)
+    graph_inputs = [vi.name for vi in graph_proto.input if vi.name not in consts]
+    graph_input_set = set(graph_inputs)
+    graph_outputs = {vi.name for vi in graph_proto.output}
+    graph = Graph.index(nodes, consts, graph_outputs)
+
+    lowering: dict[int, Lowering] = {}
+    for i, node in enumerate(nodes):
+        if not graph.compute[i]:
+            continue
+        reason = _host_reason(node)
+        lowering[i] = Lowering(None, reason) if reason else lower(node, consts, shapes, rows, cols)
+
+    groups = group_nodes(graph, lambda i: lowering[i].gemm is not None)
+    group_index = {m: gi for gi, g in enumerate(groups) for m in g.members}
+
+    # Tensors crossing between groups; n_in / n_out / graph I/O per group.
+    edge_tensors: dict[tuple[int, int], set[str]] = defaultdict(set)
+    n_in = [0] * len(groups)
+    graph_in = [0] * len(groups)
+    for gi, group in enumerate(groups):
+        seen: set[str] = set()
+        members = set(group.members)
+        for m in group.members:
+            for name in activation_inputs(nodes[m], consts):
+                if name in seen:
+                    continue
+                p = graph.producer.get(name)
+                if p is not None and p in members:
+                    continue
+                seen.add(name)
+                n_in[gi] += _elements(shapes.get(name))
+                if p is not None:
+                    edge_tensors[(group_index[p], gi)].add(name)
+                elif name in graph_input_set:
+                    graph_in[gi] += _elements(shapes.get(name))
+    n_out = [0] * len(groups)
+    graph_out = [0] * len(groups)
+    for gi, group in enumerate(groups):
+        members = set(group.members)
+        for m in group.members:
+            for out in nodes[m].output:
+                if not out:
+                    continue
+                readers = graph.consumers.get(out, ())
+                if out in graph_outputs or any(c not in members for c in readers):
+                    n_out[gi] += _elements(shapes.get(out))
+                if out in graph_outputs:
+                    graph_out[gi] += _elements(shapes.get(out))
+
+    order = _topological_order(groups, edge_tensors)
+    operators = tuple(_operator(groups[gi], nodes, lowering, n_in[gi], n_out[gi], graph_in[gi], graph_out[gi])
+                      for gi in order)
+    position = {gi: k for k, gi in enumerate(order)}
+    edges = tuple(
+        Edge(src=nodes[groups[u].anchor].name, dst=nodes[groups[v].anchor].name,
+             elements=sum(_elements(shapes.get(t)) for t in tensors), tensors=tuple(sorted(tensors)))
+        for (u, v), tensors in sorted(edge_tensors.items(), key=lambda kv: (position[kv[0][0]], position[kv[0][1]]))
+    )
+    return Workload(
+        operators=operators,
+        edges=edges,
+        crossbar_rows=rows,
+        crossbar_cols=cols,
+        inputs={name: shapes.get(name) or () for name in graph_inputs},
+        outputs={vi.name: shapes.get(vi.name) or () for vi in graph_proto.output},
+        constant_nodes=_used_constant_nodes(nodes, graph, consts),
+    )
+
+
+def _used_constant_nodes(nodes: list[onnx.NodeProto], graph: Graph, consts: set[str]) -> tuple[str, ...]:
+    """Constant nodes (other than ``Constant``/``Shape``/``Size``) whose outputs feed operators."""
+    needed: set[str] = set()
+    for i, node in enumerate(nodes):
+        if graph.compute[i]:
+            needed.update(n for n in node.input if n in consts)
+    result: list[str] = []
+    for i in range(len(nodes) - 1, -1, -1):
+        node = nodes[i]
+        if graph.compute[i] or not any(o in needed for o in node.output):
+            continue
+        needed.update(n for n in node.input if n)
+        if node.op_type not in ("Constant", "Shape", "Size"):
+            result.append(node.name)
+    return tuple(reversed(result))
+
+
+def _topological_order(groups: list[Group], edge_tensors: dict[tuple[int, int], set[str]]) -> list[int]:
+    succ: dict[int, list[int]] = defaultdict(list)
+    indegree = [0] * len(groups)
+    for u, v in edge_tensors:
+        succ[u].append(v)
+        indegree[v] += 1
+    heap = [(min(g.members), gi) for gi, g in enumerate(groups) if indegree[gi] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        _, gi = heapq.heappop(heap)
+        order.append(gi)
+        for v in succ[gi]:
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                heapq.heappush(heap, (min(groups[v].members), v))
+    if len(order) != len(groups):
+        raise CimsplitError("the model's graph has a cycle between operators", hint="is the ONNX graph topologically valid?")
+    return order
+
+
+def _operator(group: Group, nodes: list[onnx.NodeProto], lowering: dict[int, Lowering],
+              n_in: int, n_out: int, graph_in: int, graph_out: int) -> Operator:
+    anchor = nodes[group.anchor]
+    low = lowering[group.anchor]
+    gemm = low.gemm
+    return Operator(
+        name=anchor.name,
+        op_type=anchor.op_type,
+        nodes=tuple(nodes[m].name for m in group.members),
+        cim_capable=gemm is not None,
+        reason=low.reason,
+        m=gemm.m if gemm else None,
+        n=gemm.n if gemm else None,
+        n_mvm=gemm.n_mvm if gemm else None,
+        crossbars=gemm.crossbars if gemm else None,
+        n_in=n_in,
+        n_out=n_out,
+        graph_input_elements=graph_in,
+        graph_output_elements=graph_out,
+        weight_shape=gemm.weight_shape if gemm else None,
+    )
