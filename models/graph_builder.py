@@ -52,7 +52,7 @@ class GraphBuilder:
         if name in self._tensor_names:
             raise ValueError(f"duplicate tensor name {name!r}")
         self._tensor_names.add(name)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self.initializers.append(numpy_helper.from_array(np.array(array, order="C"), name))  # 0-d stays 0-d
         return name
 
     def node(

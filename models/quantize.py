@@ -44,6 +44,12 @@ def _input_shape(model: onnx.ModelProto) -> tuple[str, tuple[int, ...]]:
     return value.name, dims
 
 
+def _has_symbolic_dim(model: onnx.ModelProto) -> bool:
+    return any(
+        not d.HasField("dim_value") for i in model.graph.input for d in i.type.tensor_type.shape.dim
+    )
+
+
 class SeededImageReader(CalibrationDataReader):
     """Yields ``samples`` seeded N(0, 1) images of ``shape``, then None; ``rewind`` restarts."""
 
@@ -74,7 +80,9 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
         int8_path = Path(tmp) / "int8.onnx"
         onnx.save(model, float_path)
         log.debug("quant_pre_process %s", model.graph.name)
-        quant_pre_process(str(float_path), str(prep_path))
+        # onnxruntime's symbolic shape inference gives up on Resize(scales) over
+        # a symbolic batch (YOLO's upsampling); ONNX's own inference suffices then.
+        quant_pre_process(str(float_path), str(prep_path), skip_symbolic_shape=_has_symbolic_dim(model))
         log.debug("quantize_static %s with %d calibration samples", model.graph.name, samples)
         quantize_static(
             str(prep_path),
