@@ -1,0 +1,101 @@
+"""Brute-force optimum of a PartitionProblem: every placement, every host order.
+
+Independent of the ILP and of ``simulate``: the DFS below times operators itself.
+For a fixed placement and host order the earliest-start schedule is optimal
+(delaying an operator never helps), so the minimum over all placements within
+budget and all precedence-respecting host orders is the optimal makespan.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from cimsplit.passes.problem import PartitionProblem
+
+
+def brute_force_optimum(problem: PartitionProblem) -> float:
+    n = problem.n
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for u, v, t in problem.edges:
+        preds[v].append((u, t))
+    anc = [0] * n
+    for u, v, _ in sorted(problem.edges, key=lambda e: e[1]):
+        anc[v] |= anc[u] | (1 << u)
+    capable = [v for v in range(n) if problem.capable(v)]
+    best = float("inf")
+    for bits in itertools.product((True, False), repeat=len(capable)):
+        on_host = [True] * n
+        for v, h in zip(capable, bits):
+            on_host[v] = h
+        if sum(problem.crossbars[v] for v in range(n) if not on_host[v]) > problem.budget:
+            continue
+        best = min(best, _best_order(problem, on_host, preds, anc, best))
+    return best
+
+
+def _best_order(problem, on_host, preds, anc, incumbent: float) -> float:
+    n = problem.n
+    host_mask = sum(1 << v for v in range(n) if on_host[v])
+    dur = [problem.t_host_ns[v] if on_host[v] else problem.t_cim_ns[v] for v in range(n)]
+    best = incumbent
+
+    def finish_of(v: int, fin: dict[int, float]) -> float:
+        """Finish of v once every host ancestor of v is timed (CIM ops recursively)."""
+        if v in fin:
+            return fin[v]
+        assert not on_host[v]
+        start = problem.t_in_ns[v]
+        for u, t in preds[v]:
+            start = max(start, finish_of(u, fin) + (t if on_host[u] != on_host[v] else 0.0))
+        fin[v] = start + dur[v]
+        return fin[v]
+
+    def makespan(fin: dict[int, float]) -> float:
+        end = 0.0
+        for v in range(n):
+            f = finish_of(v, fin)
+            if not on_host[v] and problem.writes_output[v]:
+                f += problem.t_out_ns[v]
+            end = max(end, f)
+        return end
+
+    def dfs(placed: int, host_free: float, fin: dict[int, float], left: float) -> None:
+        nonlocal best
+        if host_free + left >= best:
+            return
+        if placed == host_mask:
+            best = min(best, makespan(dict(fin)))
+            return
+        for v in range(n):
+            if on_host[v] and not (placed >> v) & 1 and anc[v] & host_mask & ~placed == 0:
+                local = dict(fin)
+                start = host_free
+                for u, t in preds[v]:
+                    start = max(start, finish_of(u, local) + (t if not on_host[u] else 0.0))
+                local[v] = start + dur[v]
+                dfs(placed | (1 << v), local[v], local, left - dur[v])
+
+    dfs(0, 0.0, {}, sum(dur[v] for v in range(n) if on_host[v]))
+    return best
+
+
+def random_problem(rng: random.Random, max_ops: int = 8) -> PartitionProblem:
+    """A random DAG with integer costs (exact arithmetic) and a random budget."""
+    n = rng.randint(2, max_ops)
+    density = rng.uniform(0.1, 0.6)
+    edges = tuple((u, v, float(rng.choice((0, rng.randint(1, 30)))))
+                  for v in range(n) for u in range(v) if rng.random() < density)
+    capable = [rng.random() < 0.7 for _ in range(n)]
+    t_host = tuple(float(rng.randint(1, 100)) for _ in range(n))
+    t_cim = tuple(float(rng.randint(1, 100)) if c else None for c in capable)
+    crossbars = tuple(rng.randint(1, 6) if c else 0 for c in capable)
+    has_pred = {v for _, v, _ in edges}
+    has_succ = {u for u, _, _ in edges}
+    t_in = tuple(float(rng.randint(0, 20)) if v not in has_pred and capable[v] else 0.0 for v in range(n))
+    writes = tuple(v not in has_succ or rng.random() < 0.2 for v in range(n))
+    t_out = tuple(float(rng.randint(0, 20)) if writes[v] and capable[v] else 0.0 for v in range(n))
+    budget = rng.randint(0, max(1, sum(crossbars)))
+    return PartitionProblem(names=tuple(f"op{v}" for v in range(n)), t_host_ns=t_host, t_cim_ns=t_cim,
+                            crossbars=crossbars, edges=edges, budget=budget, t_in_ns=t_in, t_out_ns=t_out,
+                            writes_output=writes)
