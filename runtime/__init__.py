@@ -1,1 +1,24 @@
-"""x"""
+"""Split inference: execute a compile directory on host and CIM (DESIGN §6)."""
+
+from __future__ import annotations
+
+from cimsplit.runtime.devices import CimDevice, Device, FunctionalCimSimulator, Kernel, OrtCpuDevice
+from cimsplit.runtime.manifest import Manifest, load_manifest
+from cimsplit.runtime.session import Session
+from cimsplit.runtime.timeline import Timeline, replay
+from cimsplit.runtime.transfers import TransferCounter, TransferStats
+
+__all__ = [
+    "Session",
+    "Device",
+    "CimDevice",
+    "Kernel",
+    "OrtCpuDevice",
+    "FunctionalCimSimulator",
+    "Manifest",
+    "load_manifest",
+    "Timeline",
+    "replay",
+    "TransferCounter",
+    "TransferStats",
+]

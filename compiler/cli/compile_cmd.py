@@ -1,16 +1,110 @@
-"""`cimsplit compile` (not implemented yet)."""
+"""`cimsplit compile`: partition a model and write its split into a directory.
+
+    cimsplit compile MODEL -o DIR [--input-shape NAME=D0,...] [hardware args]
+                     [solver args] [--force]
+
+DIR receives ``annotated.onnx`` (every node stamped with its device and
+modeled timing), one ONNX file per partition (``host_0.onnx``, ``cim_0.onnx``,
+...), ``partitioned.onnx`` (partition calls and transfers; runs in plain
+onnxruntime), ``plan.json`` (the manifest `cimsplit run` executes) and
+``trace.json`` (the modeled schedule for Perfetto).  The directory is written
+atomically; an existing non-empty DIR is replaced only with ``--force``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+from pathlib import Path
+from typing import Any
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.compiler.cli.args import add_hardware_args, add_model_args, add_solver_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("compile", help="(not implemented yet)")
+    parser = sub.add_parser(
+        "compile", help="partition a model and write partitioned ONNX files, plan.json and trace.json",
+        description="Partition MODEL between host and CIM (ILP of section IV-B), annotate it, split it into "
+                    "per-device ONNX partitions joined by explicit transfers, and write everything into DIR.",
+    )
+    add_model_args(parser)
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--force", action="store_true", help="replace DIR if it exists and is not empty")
+    add_hardware_args(parser)
+    add_solver_args(parser)
     parser.set_defaults(func=run)
 
 
+def _report(result: Any, workload: Any, costs: Any, hardware: Any) -> dict[str, Any]:
+    """The partitioner's JSON report (the one of `partition --json`), when that library function exists."""
+    try:
+        report_module = importlib.import_module("cimsplit.passes.report")
+        to_json = getattr(report_module, "result_to_json")
+    except (ImportError, AttributeError):
+        return _fallback_report(result, hardware)
+    try:
+        return dict(to_json(result, workload=workload, costs=costs))
+    except TypeError:
+        return dict(to_json(result))
+
+
+def _fallback_report(result: Any, hardware: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {
+        "hardware": asdict(hardware),
+        "solver": asdict(result.solver),
+        "makespan_ns": float(result.schedule.makespan_ns),
+        "cpu_only_ns": float(result.cpu_only_ns),
+        "speedup": float(result.speedup),
+        "crossbars_used": int(result.crossbars_used),
+        "assignment": {name: "host" if h else "cim" for name, h in zip(result.problem.names, result.schedule.on_host)},
+        "baselines": {name: float(s.makespan_ns) for name, s in result.baselines.items()},
+        "warnings": list(result.warnings),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    raise CimsplitError("`cimsplit compile` is not implemented yet")
+    from cimsplit.compiler.costs import build_costs
+    from cimsplit.compiler.frontend import load, parse_input_shapes
+    from cimsplit.compiler.hardware import hardware_from_args
+    from cimsplit.compiler.host_profile import host_profile_for
+    from cimsplit.compiler.units import format_time_ns
+    from cimsplit.passes.emit import build_artifacts, write_artifacts
+    from cimsplit.passes.output_dir import check_destination
+    from cimsplit.passes.partition import partition, problem_from_costs
+
+    out_dir = Path(args.output)
+    model_path = Path(args.model)
+    check_destination(out_dir, args.force, protect=[model_path])  # fail before the expensive part
+    hardware = hardware_from_args(args)
+    loaded = load(model_path, parse_input_shapes(args.input_shape),
+                  crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols))
+    profile = host_profile_for(args, loaded)
+    costs = build_costs(loaded.workload, hardware, profile, paper_exact=args.paper_exact)
+    problem = problem_from_costs(loaded.workload, costs)
+    result = partition(problem, solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap,
+                       plain=args.plain, verbose=args.verbose)
+    artifacts = build_artifacts(
+        loaded.model, loaded.workload, result, hardware,
+        model_path=str(model_path.resolve()), fingerprint=loaded.fingerprint,
+        report=_report(result, loaded.workload, costs, hardware),
+    )
+    write_artifacts(out_dir, artifacts, force=args.force, protect=(model_path,))
+
+    plan = artifacts.plan
+    for warning in result.warnings:
+        print(f"warning: {warning}")
+    parts = plan["partitions"]
+    by_device = {d: sum(1 for p in parts if p["device"] == d) for d in ("host", "cim")}
+    print(f"compiled {args.model} -> {out_dir}")
+    print(f"solver: {result.solver.name} ({result.solver.status}), crossbars used {result.crossbars_used} of {hardware.crossbars}")
+    print(f"predicted latency {format_time_ns(result.schedule.makespan_ns)}, CPU-only {format_time_ns(result.cpu_only_ns)}, "
+          f"speedup {result.speedup:.2f}x")
+    print(f"partitions: {len(parts)} ({by_device['host']} host, {by_device['cim']} cim): "
+          + ", ".join(f"{p['name']} ({len(p['nodes'])} nodes)" for p in parts))
+    total_bytes = sum(t["bytes"] for t in plan["transfers"])
+    print(f"transfers: {len(plan['transfers'])}, {total_bytes} bytes, "
+          f"{format_time_ns(sum(t['latency_ns'] for t in plan['transfers']))} on the bus")
+    print("files: annotated.onnx, " + ", ".join(p["file"] for p in parts) + ", partitioned.onnx, plan.json, trace.json")
+    return 0

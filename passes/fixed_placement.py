@@ -1,0 +1,84 @@
+"""A partition result for a placement fixed by hand, timed by the re-timer.
+
+The split and the runtime only read a decision; this builds one without a
+solver: one operator per ONNX node, the given device per node, latencies
+given per node (or one figure for all), transfers from the hardware's bus
+(eq. 4), graph inputs/outputs on the host (DESIGN §3).  The schedule is
+:func:`cimsplit.passes.schedule.simulate`'s, so plan.json and the runtime see
+the same kind of validated result as from the ILP.  Used to pin placements and
+to test the split on hand-built graphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import onnx
+
+from cimsplit.compiler.hardware import Hardware
+from cimsplit.compiler.workload import Edge, Operator, Workload
+from cimsplit.passes.graph_utils import elements, node_inputs, value_infos
+from cimsplit.passes.problem import PartitionProblem
+from cimsplit.passes.result import PartitionResult, SolverStats
+from cimsplit.passes.schedule import simulate
+
+__all__ = ["fixed_partition"]
+
+
+def _per_node(value: Mapping[str, float] | float, name: str) -> float:
+    return float(value[name]) if isinstance(value, Mapping) else float(value)
+
+
+def fixed_partition(
+    model: onnx.ModelProto,
+    devices: Mapping[str, str],
+    hardware: Hardware,
+    t_host_ns: Mapping[str, float] | float = 1000.0,
+    t_cim_ns: Mapping[str, float] | float = 100.0,
+) -> tuple[Workload, PartitionResult]:
+    """(workload, result) placing node ``n`` on ``devices[n]`` (``host`` when absent)."""
+    graph = model.graph
+    infos = value_infos(model)
+    weights = {t.name for t in graph.initializer}
+    graph_inputs = {i.name for i in graph.input if i.name not in weights}
+    graph_outputs = {o.name for o in graph.output}
+    producer = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    b, bus = hardware.element_bytes, hardware.bus_bandwidth_bytes_per_s
+
+    def transfer_ns(count: int) -> float:
+        return b * count / bus * 1e9  # eq. 4
+
+    operators, edges = [], []
+    names, host, cim, crossbars, edge_table, t_in, t_out, writes = [], [], [], [], [], [], [], []
+    for v, node in enumerate(graph.node):
+        reads = [t for t in node_inputs(node) if t not in weights]
+        n_in = sum(elements(infos[t]) for t in reads if t in infos)
+        n_out = sum(elements(infos[t]) for t in node.output if t in infos)
+        in_elems = sum(elements(infos[t]) for t in reads if t in graph_inputs)
+        out_elems = sum(elements(infos[t]) for t in node.output if t in graph_outputs)
+        on_cim = devices.get(node.name, "host") == "cim"
+        operators.append(Operator(
+            node.name, node.op_type, (node.name,), on_cim, None if on_cim else "placed on the host by hand",
+            None, None, None, 1 if on_cim else None, n_in, n_out, in_elems, out_elems,
+        ))
+        names.append(node.name)
+        host.append(_per_node(t_host_ns, node.name))
+        cim.append(_per_node(t_cim_ns, node.name) if on_cim else None)
+        crossbars.append(1 if on_cim else 0)
+        t_in.append(transfer_ns(in_elems))
+        t_out.append(transfer_ns(out_elems))
+        writes.append(out_elems > 0)
+        for u in sorted({producer[t] for t in reads if t in producer}):
+            count = sum(elements(infos[t]) for t in graph.node[u].output if t in reads)
+            edges.append(Edge(graph.node[u].name, node.name, count))
+            edge_table.append((u, v, transfer_ns(count)))
+    workload = Workload(tuple(operators), tuple(edges), hardware.crossbar_rows, hardware.crossbar_cols)
+    problem = PartitionProblem(
+        tuple(names), tuple(host), tuple(cim), tuple(crossbars), tuple(edge_table), sum(crossbars),
+        tuple(t_in), tuple(t_out), tuple(writes),
+    )
+    on_host = [devices.get(name, "host") != "cim" for name in names]
+    schedule = simulate(problem, on_host)
+    stats = SolverStats("fixed", "fixed", schedule.makespan_ns, schedule.makespan_ns, 0.0, 0.0, len(names), 0, 0,
+                        "placement fixed by hand")
+    return workload, PartitionResult(problem, schedule, stats)
