@@ -110,6 +110,7 @@ def partition(
     plain: bool = False,
     verbose: bool = False,
     threads: int | None = None,
+    warm_start: bool = True,
 ) -> PartitionResult:
     """Place every operator on the host or the CIM with minimal makespan (section IV-B).
 
@@ -117,6 +118,8 @@ def partition(
     the licence, else HiGHS), ``gurobi``, ``highs`` or ``cpsat``.  ``plain``
     solves the paper's formulation as written (no cuts or tightenings).
     The result's schedule is validated, and never worse than the best baseline.
+    ``warm_start=False`` solves cold (no baseline handed to the solver, no
+    baseline upper bound in the model): to measure the solver on its own.
     """
     _check_arguments(problem, solver, time_limit_s, mip_gap)
     baselines = all_baselines(problem)
@@ -140,8 +143,10 @@ def partition(
         try:
             backend = get_backend(name)
             if name in MILP_SOLVERS and formulation is None:
-                formulation = build_milp(problem, plain=plain, upper_bound_ns=None if plain else best.makespan_ns)
-            outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, options, best)
+                upper_ns = best.makespan_ns if warm_start and not plain else None
+                formulation = build_milp(problem, plain=plain, upper_bound_ns=upper_ns)
+            outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, options,
+                                    best if warm_start else None)
         except BackendUnavailable as exc:
             if solver != "auto" or name == candidates[-1]:
                 raise

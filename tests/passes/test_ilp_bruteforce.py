@@ -28,7 +28,7 @@ def test_highs_matches_brute_force(plain):
         upper = min(s.makespan_ns for s in all_baselines(problem).values())
         assert optimum <= upper + 1e-9, seed
         model = build_milp(problem, plain=plain, upper_bound_ns=upper)
-        outcome = backend.solve(problem, model, SolveOptions(time_limit_s=30), None)
+        outcome = backend.solve(problem, model, SolveOptions(time_limit_s=30, threads=1), None)
         assert outcome.status == "optimal", seed
         assert outcome.objective_ns == pytest.approx(optimum, rel=1e-6, abs=1e-9), seed
         assert outcome.bound_ns <= optimum * (1 + 1e-6) + 1e-9, seed
