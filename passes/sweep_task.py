@@ -37,6 +37,11 @@ COLUMNS = (
 TIME_COLUMNS = ("time_s",)
 """Columns that measure wall time and so differ between otherwise identical runs."""
 
+SOLVER_THREADS = 1
+"""Each point is solved single-threaded: parallelism comes from running points side by
+side, and a fixed thread count keeps the solver's choice among equal optima the same
+in this process, a local pool or on Dask."""
+
 
 @dataclass(frozen=True)
 class PointTask:
@@ -107,7 +112,8 @@ def run_point(task: PointTask) -> dict[str, Any]:
         from cimsplit.passes.partition import partition
 
         result = partition(
-            task.problem, solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap, plain=task.plain
+            task.problem, solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap, plain=task.plain,
+            threads=SOLVER_THREADS,
         )
         return row_from_result(task.point, result)
     except CimsplitError as exc:
