@@ -1,0 +1,60 @@
+"""int8 QDQ zoo models: onnxruntime's static quantizer, valid, runnable, close to float."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+from _zoo_helpers import assert_sane, op_counts, run
+
+from cimsplit.models import zoo
+
+
+@pytest.fixture(scope="module")
+def resnet18_int8() -> onnx.ModelProto:
+    return zoo.build("resnet18", image_size=64, int8=True)
+
+
+def test_int8_is_qdq_with_per_channel_int8_weights(resnet18_int8: onnx.ModelProto) -> None:
+    counts = op_counts(resnet18_int8)
+    assert counts["QuantizeLinear"] > 0 and counts["DequantizeLinear"] > 0
+    assert counts["Conv"] == 20 and counts["Gemm"] == 1  # the compute ops stay, fed by DequantizeLinear
+    assert counts["BatchNormalization"] == 0  # folded by quant_pre_process before quantization
+    inits = {t.name: t for t in resnet18_int8.graph.initializer}
+    conv1 = next(n for n in resnet18_int8.graph.node if n.op_type == "Conv")
+    weight_dq = next(n for n in resnet18_int8.graph.node if n.output[0] == conv1.input[1])
+    assert weight_dq.op_type == "DequantizeLinear"
+    assert inits[weight_dq.input[0]].data_type == onnx.TensorProto.INT8
+    assert list(inits[weight_dq.input[1]].dims) == [64]  # one scale per output channel
+    # Activations are QInt8 too (S8S8): every QuantizeLinear's zero point is int8.
+    zero_points = Counter(inits[n.input[2]].data_type for n in resnet18_int8.graph.node if n.op_type == "QuantizeLinear")
+    assert set(zero_points) == {onnx.TensorProto.INT8}
+
+
+def test_int8_is_valid_runs_and_tracks_float(resnet18_int8: onnx.ModelProto) -> None:
+    onnx.checker.check_model(resnet18_int8, full_check=True)
+    assert resnet18_int8.ir_version == 8 and resnet18_int8.opset_import[0].version >= 17
+    (q,) = run(resnet18_int8, seed=7)
+    (f,) = run(zoo.build("resnet18", image_size=64), seed=7)
+    assert q.shape == f.shape == (1, 1000)
+    assert_sane(q)
+    assert np.corrcoef(q.ravel(), f.ravel())[0, 1] > 0.99  # 8-bit error is small next to the signal
+    assert zoo.parameter_count(resnet18_int8) > 11_000_000  # weights counted through DequantizeLinear
+
+
+def test_int8_is_deterministic(resnet18_int8: onnx.ModelProto) -> None:
+    again = zoo.build("resnet18", image_size=64, int8=True)  # same seed: same calibration, same scales
+    assert again.SerializeToString() == resnet18_int8.SerializeToString()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "size"), [("resnet50", 64), ("mobilenet_v2", 64), ("yolov5n", 128)])
+def test_int8_other_models_run(name: str, size: int) -> None:
+    model = zoo.build(name, image_size=size, int8=True)
+    onnx.checker.check_model(model, full_check=True)
+    assert op_counts(model)["DequantizeLinear"] > 0
+    (out,) = run(model)
+    assert_sane(out)
+
