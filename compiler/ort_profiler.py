@@ -16,9 +16,12 @@ microseconds, so a node's latency has a 1 us resolution (the median over runs
 of integers); nodes ORT does not execute as kernels (Constant, which ORT turns
 into an initializer) are not reported and count 0.
 
-Whole-model medians are measured separately by timing ``session.run`` in a
-loop without the profiler, once with optimizations off (the sum the ILP sees)
-and once with ``ORT_ENABLE_ALL`` (what plain onnxruntime gives a user).
+Whole-model medians are measured separately by timing ``session.run`` of two
+more sessions without the profiler, one with optimizations off (the sum the
+ILP sees) and one with ``ORT_ENABLE_ALL`` (what plain onnxruntime gives a
+user).  The three sessions take turns run by run, so that a neighbour's load
+on a shared machine weighs on all three alike instead of on whichever was
+measured while it lasted.
 """
 
 from __future__ import annotations
@@ -45,6 +48,10 @@ __all__ = ["NodeStats", "Measurement", "measure", "random_inputs"]
 log = logging.getLogger(__name__)
 
 _KERNEL_SUFFIX = "_kernel_time"
+_TIMED_LEVELS = {
+    "optimizations_off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "optimizations_all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
 
 
 @dataclass(frozen=True)
@@ -87,14 +94,32 @@ def measure(
         raise CimsplitError(f"threads must be at least 1, not {threads}", hint="e.g. --threads 1")
     feeds = random_inputs(model, input_shapes or {}, seed)
     payload = model.SerializeToString()
-    total = 3 * (warmup + runs)
-    disable = None if progress is None else not progress
-    with tqdm(total=total, desc="profiling", unit="run", disable=disable, leave=False) as bar:
-        nodes = _profile_nodes(model, payload, feeds, runs, warmup, threads, bar)
-        medians = {
-            "optimizations_off": _time_model(payload, feeds, ort.GraphOptimizationLevel.ORT_DISABLE_ALL, runs, warmup, threads, bar),
-            "optimizations_all": _time_model(payload, feeds, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, runs, warmup, threads, bar),
-        }
+    folder = tempfile.mkdtemp(prefix="cimsplit-profile-")
+    try:
+        options = _options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, threads)
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(folder, "ort")
+        profiled = _session(payload, options)
+        timed = {key: _session(payload, _options(level, threads)) for key, level in _TIMED_LEVELS.items()}
+        times_ns: dict[str, list[int]] = {key: [] for key in timed}
+        disable = None if progress is None else not progress
+        with tqdm(total=warmup + runs, desc="profiling", unit="run", disable=disable, leave=False) as bar:
+            for index in range(warmup + runs):
+                profiled.run(None, feeds)
+                for key, session in timed.items():
+                    start = time.perf_counter_ns()
+                    session.run(None, feeds)
+                    elapsed = time.perf_counter_ns() - start
+                    if index >= warmup:
+                        times_ns[key].append(elapsed)
+                bar.update(1)
+        trace_path = profiled.end_profiling()
+        with open(trace_path, encoding="utf-8") as handle:
+            events = json.load(handle)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    nodes = _node_stats(model, events, runs, warmup)
+    medians = {key: float(np.median(values)) for key, values in times_ns.items()}
     return Measurement(nodes=nodes, model_median_ns=medians)
 
 
@@ -146,23 +171,8 @@ def _session(payload: bytes, options: ort.SessionOptions) -> ort.InferenceSessio
         raise CimsplitError(f"onnxruntime cannot load the model: {str(exc).splitlines()[0]}") from None
 
 
-def _profile_nodes(
-    model: onnx.ModelProto, payload: bytes, feeds: dict[str, np.ndarray], runs: int, warmup: int, threads: int, bar: tqdm
-) -> dict[str, NodeStats]:
-    folder = tempfile.mkdtemp(prefix="cimsplit-profile-")
-    try:
-        options = _options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, threads)
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(folder, "ort")
-        session = _session(payload, options)
-        for _ in range(warmup + runs):
-            session.run(None, feeds)
-            bar.update(1)
-        trace_path = session.end_profiling()
-        with open(trace_path, encoding="utf-8") as handle:
-            events = json.load(handle)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+def _node_stats(model: onnx.ModelProto, events: list[dict], runs: int, warmup: int) -> dict[str, NodeStats]:
+    """Median, p10, p90 over the recorded runs of every main-graph node."""
     op_types = {node.name: node.op_type for node in model.graph.node}
     per_run = _kernel_times_by_run(events, warmup, runs, op_types)
     nodes: dict[str, NodeStats] = {}
@@ -207,26 +217,3 @@ def _kernel_times_by_run(
             continue  # a warm-up run's event
         per_run[node][run] = per_run[node].get(run, 0.0) + float(event["dur"]) * 1e3  # ORT's dur is in us
     return per_run
-
-
-def _time_model(
-    payload: bytes,
-    feeds: dict[str, np.ndarray],
-    level: ort.GraphOptimizationLevel,
-    runs: int,
-    warmup: int,
-    threads: int,
-    bar: tqdm,
-) -> float:
-    """Median wall time of ``session.run`` in ns, profiler off."""
-    session = _session(payload, _options(level, threads))
-    for _ in range(warmup):
-        session.run(None, feeds)
-        bar.update(1)
-    times_ns = []
-    for _ in range(runs):
-        start = time.perf_counter_ns()
-        session.run(None, feeds)
-        times_ns.append(time.perf_counter_ns() - start)
-        bar.update(1)
-    return float(np.median(times_ns))
