@@ -217,9 +217,10 @@ def resolve_input_shapes(
 def apply_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]) -> None:
     """Write static input dims into ``model`` (in place) and drop stale inferred shapes.
 
-    Old ``value_info`` entries and symbolic output dims would conflict with the
-    static shapes inference derives from the fixed inputs, so they are cleared;
-    output ranks and element types are kept.
+    Old ``value_info`` entries and output shapes with symbolic dims would
+    conflict with the static shapes inference derives from the fixed inputs,
+    so they are cleared; fully static ones are kept (they are the only shape
+    information for the outputs of custom-domain operators).
     """
     for vi in model.graph.input:
         if vi.name not in shapes:
@@ -228,7 +229,10 @@ def apply_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, .
         shape.ClearField("dim")
         for d in shapes[vi.name]:
             shape.dim.add().dim_value = int(d)
+    static = [vi for vi in model.graph.value_info if (d := _declared_dims(vi)) is not None and None not in d]
     del model.graph.value_info[:]
+    model.graph.value_info.extend(static)
     for vi in model.graph.output:
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+        declared = _declared_dims(vi)
+        if declared is not None and any(d is None for d in declared):
             vi.type.tensor_type.ClearField("shape")

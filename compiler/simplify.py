@@ -130,6 +130,15 @@ def _measure_shapes_with_ort(
 
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
+    # Custom-domain nodes (and what follows them) cannot run in onnxruntime;
+    # the tensors asked for do not depend on them, so drop them from the probe.
+    custom = _downstream_of_custom(model.graph)
+    kept = [n for n in probe.graph.node if not any(o in custom for o in n.output)]
+    del probe.graph.node[:]
+    probe.graph.node.extend(kept)
+    outputs = [o for o in probe.graph.output if o.name not in custom]
+    del probe.graph.output[:]
+    probe.graph.output.extend(outputs)
     existing = {o.name for o in probe.graph.output}
     for name in names:
         if name not in existing:
@@ -216,8 +225,14 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
         slimmed.CopyFrom(model)
     _drop_initializer_inputs(slimmed.graph)
     name_nodes(slimmed.graph)
+    # Re-infer from scratch, but keep declared static shapes of tensors that
+    # inference cannot reach (outputs of custom-domain operators).
+    custom = _downstream_of_custom(slimmed.graph)
+    declared = [vi for vi in model.graph.value_info if vi.name in custom]
     del slimmed.graph.value_info[:]
-    return infer_static_shapes(slimmed, {k: v for k, v in input_shapes.items() if k in {vi.name for vi in slimmed.graph.input}})
+    slimmed.graph.value_info.extend(declared)
+    used = {vi.name for vi in slimmed.graph.input}
+    return infer_static_shapes(slimmed, {k: v for k, v in input_shapes.items() if k in used})
 
 
 def _is_used(model: onnx.ModelProto, name: str) -> bool:

@@ -1,0 +1,213 @@
+"""Tiny ONNX graphs for front-end tests, each with an ASCII drawing.
+
+All weights are seeded random; every builder returns a checked ``ModelProto``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def weights(seed: int = 0, **shapes: tuple[int, ...]) -> list[onnx.TensorProto]:
+    rng = np.random.default_rng(seed)
+    return [numpy_helper.from_array((rng.standard_normal(s) * 0.5).astype(np.float32), name) for name, s in shapes.items()]
+
+
+def parse(text: str, inits: list[onnx.TensorProto] = (), value_info: list[onnx.ValueInfoProto] = (),
+          check: bool = True) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(text)
+    model.graph.initializer.extend(inits)
+    model.graph.value_info.extend(value_info)
+    if check:
+        onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def save(model: onnx.ModelProto, folder: Path, name: str = "model.onnx") -> Path:
+    path = Path(folder) / name
+    onnx.save(model, str(path))
+    return path
+
+
+# x[1,3,8,8] -> Conv 3x3 pad 1 (4 out) -> Relu -> Flatten -> Gemm transB=1 (10 x 256) -> y[1,10]
+def clean_cnn(batch: int = 1) -> onnx.ModelProto:
+    return parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        clean (float[{batch},3,8,8] x) => (float[{batch},10] y) {{
+          c = Conv <pads = [1,1,1,1]> (x, w)
+          r = Relu(c)
+          f = Flatten <axis = 1> (r)
+          y = Gemm <transB = 1> (f, fw, fb)
+        }}""",
+        weights(w=(4, 3, 3, 3), fw=(10, 256), fb=(10,)),
+    )
+
+
+# What PyTorch / ultralytics / Paddle exports look like for the same network:
+#
+#   x[N,3,8,8] -> Identity -> Conv(w from a Constant node) -> BatchNormalization -> Relu
+#        r -> Shape -> Gather(0) -> Unsqueeze -> Concat(-1) --shape--> Reshape(r) -> Identity
+#          -> Gemm transB=1 (weight from a Constant node) -> y[N,10]
+def pytorch_style() -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.5).astype(np.float32))
+    fw = numpy_helper.from_array((rng.standard_normal((10, 256)) * 0.1).astype(np.float32))
+    model = parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        torch_like (float[N,3,8,8] x) => (float[N,10] y) {{
+          xi = Identity(x)
+          w = Constant <value = float[1] {{0}}> ()
+          c = Conv <pads = [1,1,1,1], kernel_shape = [3,3]> (xi, w)
+          bn = BatchNormalization <epsilon = 0.00001> (c, s, b, m, v)
+          r = Relu(bn)
+          sh = Shape(r)
+          i0 = Constant <value = int64 {{0}}> ()
+          g0 = Gather <axis = 0> (sh, i0)
+          ax = Constant <value = int64[1] {{0}}> ()
+          u = Unsqueeze(g0, ax)
+          m1 = Constant <value = int64[1] {{-1}}> ()
+          cat = Concat <axis = 0> (u, m1)
+          f = Reshape(r, cat)
+          fi = Identity(f)
+          fw = Constant <value = float[1] {{0}}> ()
+          y = Gemm <transB = 1> (fi, fw, fb)
+        }}""",
+        weights(2, s=(4,), b=(4,), m=(4,), fb=(10,)) + [numpy_helper.from_array(np.full(4, 1.5, np.float32), "v")],
+        check=False,
+    )
+    for node in model.graph.node:  # Constant-node weights, as torch.onnx writes them
+        if node.output[0] in ("w", "fw"):
+            node.attribute[0].t.CopyFrom(w if node.output[0] == "w" else fw)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+# x[1,8,6,6] -> Conv 3x3 (8 out) -> Sigmoid --\
+#                         \------------------ Mul (SiLU) -> Conv 1x1 depthwise group=8 -> y
+def silu_net() -> onnx.ModelProto:
+    return parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        silu (float[1,8,6,6] x) => (float[1,8,4,4] y) {{
+          c = Conv(x, w)
+          s = Sigmoid(c)
+          a = Mul(c, s)
+          y = Conv <group = 8> (a, dw)
+        }}""",
+        weights(3, w=(8, 8, 3, 3), dw=(8, 1, 1, 1)),
+    )
+
+
+# x[1,3,8,8] -> Conv(w = graph input "w") -> y : the weight is an activation, not a constant
+def conv_weight_input() -> onnx.ModelProto:
+    return parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        wi (float[1,3,8,8] x, float[4,3,3,3] w) => (float[1,4,6,6] y) {{
+          y = Conv(x, w)
+        }}"""
+    )
+
+
+# x -> Relu -> If(ReduceSum > 0) ; r -> Loop(3 times: v += r) ; If -> com.example.MyOp -> Conv 1x1 -> cy
+def control_flow_and_custom() -> onnx.ModelProto:
+    return parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}, "com.example" : 1]>
+        cf (float[1,4,8,8] x) => (float[1,4,8,8] y, float[3,1,4,8,8] scan_y, float[1,4,8,8] loop_v,
+                                  float[1,4,8,8] cy, float[8,1,4] scan_out)
+           <int64 trip = {{3}}, bool keep = {{1}}> {{
+          r = Relu(x)
+          s = ReduceSum <keepdims = 0> (r)
+          zero = Constant <value = float {{0.0}}> ()
+          c = Greater(s, zero)
+          y = If (c) <then_branch = then_g () => (float[1,4,8,8] t) {{ t = Add(r, r) }},
+                      else_branch = else_g () => (float[1,4,8,8] e) {{ e = Sub(r, r) }}>
+          loop_v, scan_y = Loop (trip, keep, r) <body = body_g (int64 i, bool cin, float[1,4,8,8] v)
+              => (bool cout, float[1,4,8,8] vout, float[1,4,8,8] sout) {{
+                 cout = Identity(cin)
+                 vout = Add(v, r)
+                 sout = Identity(vout) }}>
+          seq = Reshape(r, seq_shape)
+          acc0 = Constant <value = float[1,4] {{0,0,0,0}}> ()
+          acc, scan_out = Scan <num_scan_inputs = 1, body = scan_g (float[1,4] a, float[1,4] e)
+              => (float[1,4] a2, float[1,4] o) {{
+                 a2 = Add(a, e)
+                 o = Identity(a2) }}> (acc0, seq)
+          cu = com.example.MyOp <alpha = 1.0> (y)
+          cy = Conv(cu, w)
+        }}""",
+        weights(4, w=(4, 4, 1, 1)) + [numpy_helper.from_array(np.array([8, 1, 4], np.int64), "seq_shape")],
+        [helper.make_tensor_value_info("cu", TensorProto.FLOAT, [1, 4, 8, 8])],
+    )
+
+
+# x[1,4,6,6] uint8 -> QLinearConv(w int8 [6,4,3,3]) -> y[1,6,4,4] -> Reshape [1,6,16] -> QLinearMatMul(wm int8 [16,5]) -> z[1,6,5]
+def qlinear_conv() -> onnx.ModelProto:
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.integers(-8, 8, (6, 4, 3, 3)).astype(np.int8), "w")
+    wm = numpy_helper.from_array(rng.integers(-8, 8, (16, 5)).astype(np.int8), "wm")
+    return parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        qlinear (uint8[1,4,6,6] x) => (uint8[1,6,4,4] y, uint8[1,6,5] z) {{
+          xs = Constant <value = float {{0.1}}> ()
+          xz = Constant <value = uint8 {{128}}> ()
+          ws = Constant <value = float {{0.05}}> ()
+          wz = Constant <value = int8 {{0}}> ()
+          y = QLinearConv (x, xs, xz, w, ws, wz, xs, xz)
+          yr = Reshape(y, shape_r)
+          z = QLinearMatMul (yr, xs, xz, wm, ws, wz, xs, xz)
+        }}""",
+        [w, wm, numpy_helper.from_array(np.array([1, 6, 16], np.int64), "shape_r")],
+    )
+
+
+# x[1,3,8,8] uint8 -> ConvInteger(w int8 [5,3,3,3]) -> int32[1,5,6,6]
+# a[2,7,16] uint8 -> MatMulInteger(b int8 [16,12]) -> int32[2,7,12]
+def integer_ops() -> onnx.ModelProto:
+    rng = np.random.default_rng(6)
+    w = numpy_helper.from_array(rng.integers(-8, 8, (5, 3, 3, 3)).astype(np.int8), "w")
+    b = numpy_helper.from_array(rng.integers(-8, 8, (16, 12)).astype(np.int8), "b")
+    return parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        integer (uint8[1,3,8,8] x, uint8[2,7,16] a) => (int32[1,5,6,6] y, int32[2,7,12] z) {{
+          y = ConvInteger(x, w)
+          z = MatMulInteger(a, b)
+        }}""",
+        [w, b],
+    )
+
+
+def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx") -> Path:
+    """Quantize ``model`` to int8 QDQ with onnxruntime (seeded calibration data)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    src = save(model, folder, "float_for_quant.onnx")
+    inputs = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input}
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(0)
+            self.data = iter([{k: rng.standard_normal(s).astype(np.float32) for k, s in inputs.items()} for _ in range(4)])
+
+        def get_next(self):  # noqa: ANN201
+            return next(self.data, None)
+
+    out = Path(folder) / name
+    quantize_static(
+        str(src), str(out), Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8, per_channel=True,
+        extra_options={"QDQKeepRemovableActivations": True},
+    )
+    return out
