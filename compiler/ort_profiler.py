@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 from tqdm import tqdm
 
 from cimsplit.compiler.errors import CimsplitError
@@ -48,6 +49,9 @@ __all__ = ["NodeStats", "Measurement", "measure", "random_inputs"]
 log = logging.getLogger(__name__)
 
 _KERNEL_SUFFIX = "_kernel_time"
+_ORT_ERRORS = tuple(
+    cls for cls in vars(_ort_state).values() if isinstance(cls, type) and issubclass(cls, Exception)
+)
 _TIMED_LEVELS = {
     "optimizations_off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "optimizations_all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -105,10 +109,10 @@ def measure(
         disable = None if progress is None else not progress
         with tqdm(total=warmup + runs, desc="profiling", unit="run", disable=disable, leave=False) as bar:
             for index in range(warmup + runs):
-                profiled.run(None, feeds)
+                _run(profiled, feeds)
                 for key, session in timed.items():
                     start = time.perf_counter_ns()
-                    session.run(None, feeds)
+                    _run(session, feeds)
                     elapsed = time.perf_counter_ns() - start
                     if index >= warmup:
                         times_ns[key].append(elapsed)
@@ -167,8 +171,19 @@ def _options(level: ort.GraphOptimizationLevel, threads: int) -> ort.SessionOpti
 def _session(payload: bytes, options: ort.SessionOptions) -> ort.InferenceSession:
     try:
         return ort.InferenceSession(payload, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # ORT raises its own exception types, all user-facing here
-        raise CimsplitError(f"onnxruntime cannot load the model: {str(exc).splitlines()[0]}") from None
+    except _ORT_ERRORS as exc:
+        raise CimsplitError(f"onnxruntime cannot load the model: {_first_line(exc)}") from None
+
+
+def _run(session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> None:
+    try:
+        session.run(None, feeds)
+    except _ORT_ERRORS as exc:
+        raise CimsplitError(f"onnxruntime failed to run the model: {_first_line(exc)}", hint="check --input-shape") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _node_stats(model: onnx.ModelProto, events: list[dict], runs: int, warmup: int) -> dict[str, NodeStats]:

@@ -214,3 +214,24 @@ def test_cache_folder_follows_xdg(monkeypatch, tmp_path):
     assert cache_dir() == tmp_path / "cimsplit"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert cache_dir() == Path.home() / ".cache" / "cimsplit"
+
+
+def test_onnxruntime_failures_become_one_clear_error():
+    """x[n,4] @ w[4,2], fed a (2,3) input: ORT fails inside session.run, not with a traceback."""
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 2])],
+        [numpy_helper.from_array(np.ones((4, 2), np.float32), "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(CimsplitError, match="onnxruntime failed to run the model"):
+        profile_onnx(model, fingerprint="fp", input_shapes={"x": (2, 3)}, runs=1, warmup=0, progress=False)
+
+
+def test_progress_bar_goes_to_stderr_only_when_asked(capsys):
+    profile_onnx(tiny_model(), fingerprint="fp", runs=2, warmup=1, progress=True)
+    captured = capsys.readouterr()
+    assert "profiling" in captured.err and captured.out == ""
+    profile_onnx(tiny_model(), fingerprint="fp", runs=2, warmup=1, progress=False)
+    assert capsys.readouterr().err == ""
