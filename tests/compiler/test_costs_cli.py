@@ -197,3 +197,12 @@ def test_console_script_runs_profile_and_costs(model, tmp_path):
     assert json.loads(done.stdout)["host_profile"]["source"] == str(out)
     done = subprocess.run([CIMSPLIT, "costs", model, "--crossbars", "-1"], capture_output=True, text=True, env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_costs_for_another_crossbar_size_keep_the_profile(model, host_json, capsys):
+    """The fingerprint does not depend on the crossbar size, so the same profile serves 128x128."""
+    assert main(["costs", model, "--host-profile", host_json, "--json", "--crossbar-size", "128x128"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    matmul = next(op for op in data["operators"] if op["op_type"] == "MatMul")
+    assert matmul["crossbars"] == 2  # ceil(10/128) * ceil(256/128) = 1 * 2 (eq. 1)
+    assert (data["hardware"]["crossbar_rows"], data["hardware"]["crossbar_cols"]) == (128, 128)
