@@ -101,7 +101,7 @@ class HostProfile:
         }
 
     def summary(self) -> dict[str, Any]:
-        """What ``Costs.host_profile`` records: where the latencies came from."""
+        """What ``Costs.host_profile`` records: where the latencies came from, and the whole-model medians."""
         return {
             "source": self.source,
             "fingerprint": self.fingerprint,
@@ -110,6 +110,7 @@ class HostProfile:
             "threads": self.threads,
             "runs": self.runs,
             "warmup": self.warmup,
+            "model_median_ns": dict(self.model_median_ns),
         }
 
     def describe(self) -> str:
