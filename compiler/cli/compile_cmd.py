@@ -14,11 +14,11 @@ atomically; an existing non-empty DIR is replaced only with ``--force``.
 from __future__ import annotations
 
 import argparse
-import importlib
+import sys
 from pathlib import Path
-from typing import Any
 
 from cimsplit.compiler.cli.args import add_hardware_args, add_model_args, add_solver_args
+from cimsplit.compiler.cli.partition_cmd import check_solver_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,35 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _report(result: Any, workload: Any, costs: Any, hardware: Any) -> dict[str, Any]:
-    """The partitioner's JSON report (the one of `partition --json`), when that library function exists."""
-    try:
-        report_module = importlib.import_module("cimsplit.passes.report")
-        to_json = getattr(report_module, "result_to_json")
-    except (ImportError, AttributeError):
-        return _fallback_report(result, hardware)
-    try:
-        return dict(to_json(result, workload=workload, costs=costs))
-    except TypeError:
-        return dict(to_json(result))
-
-
-def _fallback_report(result: Any, hardware: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return {
-        "hardware": asdict(hardware),
-        "solver": asdict(result.solver),
-        "makespan_ns": float(result.schedule.makespan_ns),
-        "cpu_only_ns": float(result.cpu_only_ns),
-        "speedup": float(result.speedup),
-        "crossbars_used": int(result.crossbars_used),
-        "assignment": {name: "host" if h else "cim" for name, h in zip(result.problem.names, result.schedule.on_host)},
-        "baselines": {name: float(s.makespan_ns) for name, s in result.baselines.items()},
-        "warnings": list(result.warnings),
-    }
-
-
 def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.costs import build_costs
     from cimsplit.compiler.frontend import load, parse_input_shapes
@@ -73,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from cimsplit.passes.emit import build_artifacts, write_artifacts
     from cimsplit.passes.output_dir import check_destination
     from cimsplit.passes.partition import partition, problem_from_costs
+    from cimsplit.passes.report import result_to_json
 
+    check_solver_args(args)
     out_dir = Path(args.output)
     model_path = Path(args.model)
     check_destination(out_dir, args.force, protect=[model_path])  # fail before the expensive part
@@ -88,19 +61,22 @@ def run(args: argparse.Namespace) -> int:
     artifacts = build_artifacts(
         loaded.model, loaded.workload, result, hardware,
         model_path=str(model_path.resolve()), fingerprint=loaded.fingerprint,
-        report=_report(result, loaded.workload, costs, hardware),
+        report=result_to_json(result, loaded.workload, costs, profile=profile),
     )
     write_artifacts(out_dir, artifacts, force=args.force, protect=(model_path,))
 
     plan = artifacts.plan
     for warning in result.warnings:
-        print(f"warning: {warning}")
+        sys.stderr.write(f"warning: {warning}\n")
     parts = plan["partitions"]
     by_device = {d: sum(1 for p in parts if p["device"] == d) for d in ("host", "cim")}
     print(f"compiled {args.model} -> {out_dir}")
     print(f"solver: {result.solver.name} ({result.solver.status}), crossbars used {result.crossbars_used} of {hardware.crossbars}")
     print(f"predicted latency {format_time_ns(result.schedule.makespan_ns)}, CPU-only {format_time_ns(result.cpu_only_ns)}, "
           f"speedup {result.speedup:.2f}x")
+    if plan.get("speedup_vs_ort_all"):
+        print(f"whole model on onnxruntime (all optimizations) {format_time_ns(plan['model_latency_ort_all_ns'])}, "
+              f"speedup {plan['speedup_vs_ort_all']:.2f}x")
     print(f"partitions: {len(parts)} ({by_device['host']} host, {by_device['cim']} cim): "
           + ", ".join(f"{p['name']} ({len(p['nodes'])} nodes)" for p in parts))
     total_bytes = sum(t["bytes"] for t in plan["transfers"])

@@ -1,0 +1,215 @@
+"""`cimsplit compile` then `cimsplit run`, through the real front end, profiler and solver."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import cimsplit.passes.emit as emit
+from cimsplit.compiler.cli import main
+
+CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
+# A CIM so fast and a bus so wide that every CIM-capable operator belongs on it.
+FAST_CIM = ["--crossbars", "1000", "--mvm-latency", "1ns", "--bus-bandwidth", "1000GB/s"]
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CIMSPLIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def tiny_cnn(folder: Path, seed: int = 0) -> Path:
+    """x[1,3,8,8] -> conv1: Conv 3x3 (4) -> relu1 -> pool: MaxPool 2x2 -> conv2: Conv 3x3 (4) -> relu2
+         -> gap: GlobalAveragePool -> flat: Flatten -> fc: Gemm (10 x 4) -> y[1,10]
+
+    Conv and Gemm are CIM-capable; MaxPool, GlobalAveragePool and Flatten stay on the host.
+    """
+    rng = np.random.default_rng(seed)
+    w = {name: numpy_helper.from_array((rng.standard_normal(shape) * 0.5).astype(np.float32), name)
+         for name, shape in {"w1": (4, 3, 3, 3), "w2": (4, 4, 3, 3), "fw": (10, 4), "fb": (10,)}.items()}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("MaxPool", ["r1"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], initializer=list(w.values()))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    path = folder / "tiny.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _devices(out: Path) -> dict[str, str]:
+    annotated = onnx.load(out / "annotated.onnx")
+    return {n.name: {p.key: p.value for p in n.metadata_props}["cimsplit.device"] for n in annotated.graph.node}
+
+
+def test_compile_all_cim_capable_on_cim_then_run_check(tmp_path, capsys) -> None:
+    model = tiny_cnn(tmp_path)
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "-o", str(out), *FAST_CIM]) == 0
+    printed = capsys.readouterr().out
+    assert "partitions: 5 (2 host, 3 cim)" in printed
+    devices = _devices(out)
+    assert {n for n, d in devices.items() if d == "cim"} == {"conv1", "relu1", "conv2", "relu2", "fc"}
+    plan = json.loads((out / "plan.json").read_text())
+    assert [(p["name"], p["nodes"]) for p in plan["partitions"]] == [
+        ("cim_0", ["conv1", "relu1"]), ("host_0", ["pool"]), ("cim_1", ["conv2", "relu2"]), ("host_1", ["gap", "flat"]),
+        ("cim_2", ["fc"]),
+    ]
+    for file in out.glob("*.onnx"):
+        onnx.checker.check_model(onnx.load(file), full_check=True)
+
+    npz = tmp_path / "y.npz"
+    assert main(["run", str(out), "--check", "--save-outputs", str(npz), "--repeat", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "check passed" in printed and "modeled timeline: makespan" in printed and "per inference" in printed
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)  # --seed 0, as the run drew it
+    ref = ort.InferenceSession(str(model)).run(None, {"x": x})[0]
+    with np.load(npz) as saved:
+        assert list(saved) == ["y"]
+        np.testing.assert_allclose(saved["y"], ref, rtol=1e-3, atol=1e-4)
+    partitioned = ort.InferenceSession(str(out / "partitioned.onnx")).run(None, {"x": x})[0]
+    np.testing.assert_allclose(partitioned, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_no_crossbars_puts_everything_in_one_host_partition(tmp_path, capsys) -> None:
+    model = tiny_cnn(tmp_path)
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "-o", str(out), "--crossbars", "0"]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert [p["name"] for p in plan["partitions"]] == ["host_0"]
+    assert plan["transfers"] == []
+    assert set(_devices(out).values()) == {"host"}
+    assert main(["run", str(out), "--check"]) == 0
+    assert "transfers counted: 0 copies" in capsys.readouterr().out
+
+
+def test_existing_directory_needs_force_and_failed_write_leaves_nothing(tmp_path, capsys, monkeypatch) -> None:
+    model = tiny_cnn(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    assert main(["compile", str(model), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not empty" in err and "--force" in err
+
+    def broken(path, trace):
+        raise OSError("injected failure in the last write")
+
+    monkeypatch.setattr(emit, "write_trace", broken)
+    with pytest.raises(OSError, match="injected"):
+        main(["compile", str(model), "-o", str(tmp_path / "fresh")])
+    with pytest.raises(OSError, match="injected"):
+        main(["compile", str(model), "-o", str(out), "--force"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out", "tiny.onnx"]
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    monkeypatch.undo()
+    assert main(["compile", str(model), "-o", str(out), "--force"]) == 0
+    assert not (out / "old.txt").exists() and (out / "plan.json").is_file()
+    assert main(["compile", str(model), "-o", str(tmp_path), "--force"]) == 2  # would delete the model
+    assert model.is_file()
+
+
+def test_run_refuses_bad_input_with_one_line(tmp_path, capsys) -> None:
+    model = tiny_cnn(tmp_path)
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "-o", str(out), *FAST_CIM]) == 0
+    capsys.readouterr()
+    wrong = tmp_path / "wrong.npy"
+    np.save(wrong, np.zeros((1, 3, 4, 4), np.float32))
+    cases = [
+        (["run", str(tmp_path / "absent")], "no such directory"),
+        (["run", str(tmp_path)], "not a cimsplit compile directory"),
+        (["run", str(out), "--input", "x"], "bad --input"),
+        (["run", str(out), "--input", f"x={tmp_path / 'none.npy'}"], "cannot read"),
+        (["run", str(out), "--input", f"x={wrong}"], "shape [1, 3, 4, 4]"),
+        (["run", str(out), "--input", f"z={wrong}"], "unknown ['z']"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, (argv, err)
+    model.rename(tmp_path / "moved.onnx")
+    assert main(["run", str(out), "--check"]) == 2
+    assert "is gone" in capsys.readouterr().err
+
+
+def test_check_fails_with_status_1_when_outputs_differ(tmp_path, capsys) -> None:
+    model = tiny_cnn(tmp_path)
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "-o", str(out), *FAST_CIM]) == 0
+    tiny_cnn(tmp_path, seed=1)  # same path and interface, other weights
+    assert main(["run", str(out), "--check"]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_given_inputs_are_used(tmp_path, capsys) -> None:
+    model = tiny_cnn(tmp_path)
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "-o", str(out), *FAST_CIM]) == 0
+    x = np.full((1, 3, 8, 8), 0.5, np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(out), "--input", f"x={tmp_path / 'x.npy'}", "--save-outputs", str(tmp_path / "y.npz")]) == 0
+    assert "(given)" in capsys.readouterr().out
+    ref = ort.InferenceSession(str(model)).run(None, {"x": x})[0]
+    with np.load(tmp_path / "y.npz") as saved:
+        np.testing.assert_allclose(saved["y"], ref, rtol=1e-3, atol=1e-4)
+
+
+def test_subprocess_compile_and_run(tmp_path) -> None:
+    model = tiny_cnn(tmp_path)
+    env = {**os.environ, "CIMSPLIT_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([CIMSPLIT, "compile", str(model), "-o", str(tmp_path / "out"), *FAST_CIM],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "files: annotated.onnx" in done.stdout
+    done = subprocess.run([CIMSPLIT, "run", str(tmp_path / "out"), "--check"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "check passed" in done.stdout
+    done = subprocess.run([CIMSPLIT, "run", str(tmp_path / "missing")], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_same_inputs_give_the_same_files(tmp_path) -> None:
+    model = tiny_cnn(tmp_path)
+    profile = tmp_path / "profile.json"
+    assert main(["profile", str(model), "-o", str(profile), "--runs", "3", "--warmup", "1"]) == 0
+    for name in ("one", "two"):
+        assert main(["compile", str(model), "-o", str(tmp_path / name), "--host-profile", str(profile), *FAST_CIM]) == 0
+    for file in (tmp_path / "one").iterdir():
+        if file.name == "plan.json":  # the solver's wall time is the one figure that may differ
+            one, two = (json.loads((tmp_path / d / "plan.json").read_text()) for d in ("one", "two"))
+            one["solver"].pop("time_s"), two["solver"].pop("time_s")
+            assert one == two
+        else:
+            assert file.read_bytes() == (tmp_path / "two" / file.name).read_bytes(), file.name
+
+
+@pytest.mark.parametrize("name,int8", [("resnet18", False), ("mobilenet_v2", False)])
+def test_zoo_model_at_small_image_size_compiles_and_runs_equal(tmp_path, capsys, name, int8) -> None:
+    model = tmp_path / f"{name}.onnx"
+    argv = ["zoo", name, "-o", str(model), "--image-size", "32"] + (["--int8"] if int8 else [])
+    assert main(argv) == 0
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "-o", str(out), "--crossbars", "100", "--mvm-latency", "50ns"]) == 0
+    assert main(["run", str(out), "--check"]) == 0
+    assert "check passed" in capsys.readouterr().out
