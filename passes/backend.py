@@ -16,9 +16,10 @@ Contract of ``Backend.solve(problem, formulation, options, warm_start)``:
   operators in that order), or ``host_order`` gives the host order directly.
   ``objective_ns`` is the solver's makespan of that solution and ``bound_ns`` a
   proven lower bound on the optimum (``0.0`` if none).
-- A backend that cannot run (package missing, no licence, model too large for
-  the licence) raises :class:`BackendUnavailable`; the ``auto`` driver then
-  falls back to the next backend and records why.  It never prints: solver
+- A backend that cannot run raises :class:`BackendMissing` (its package is not
+  installed: an error when the user asked for it by name) or
+  :class:`BackendUnavailable` (no licence, model too large for the licence):
+  the driver then falls back to HiGHS and records why.  It never prints: solver
   output appears only with ``options.verbose``.
 """
 
@@ -39,6 +40,7 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "BackendOutcome",
+    "BackendMissing",
     "BackendUnavailable",
     "DEFAULT_MIP_GAP",
     "SolveOptions",
@@ -115,7 +117,14 @@ class BackendOutcome:
 
 
 class BackendUnavailable(CimsplitError):
-    """The backend cannot run here (missing package, no licence, model too large)."""
+    """The backend cannot run here (no licence, model too large for the licence, ...).
+
+    The driver degrades to HiGHS and says so, also when the solver was requested by name.
+    """
+
+
+class BackendMissing(BackendUnavailable):
+    """The backend's package is not installed: an error when the solver was requested by name."""
 
 
 @runtime_checkable
@@ -155,5 +164,5 @@ def get_backend(name: str) -> Backend:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise BackendUnavailable(f"solver {name!r} is not available ({exc})", hint=_EXTRAS.get(name)) from exc
+        raise BackendMissing(f"solver {name!r} is not available ({exc})", hint=_EXTRAS.get(name)) from exc
     return getattr(module, class_name)()

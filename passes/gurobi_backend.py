@@ -21,6 +21,7 @@ from cimsplit.passes.backend import (
     STATUS_OPTIMAL,
     STATUS_TIME_LIMIT,
     BackendOutcome,
+    BackendMissing,
     BackendUnavailable,
     SolveOptions,
 )
@@ -39,11 +40,11 @@ _INSTALL_HINT = "pip install 'cimsplit[gurobi]'"
 
 
 def import_gurobipy():
-    """gurobipy, or :class:`BackendUnavailable` naming the extra to install."""
+    """gurobipy, or :class:`BackendMissing` naming the extra to install."""
     try:
         import gurobipy
     except ImportError as exc:
-        raise BackendUnavailable("Gurobi was requested but gurobipy is not installed", hint=_INSTALL_HINT) from exc
+        raise BackendMissing("Gurobi was requested but gurobipy is not installed", hint=_INSTALL_HINT) from exc
     return gurobipy
 
 

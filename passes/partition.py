@@ -13,6 +13,7 @@ from cimsplit.compiler.errors import CimsplitError
 from cimsplit.passes.backend import (
     BACKENDS,
     STATUS_INFEASIBLE,
+    BackendMissing,
     BackendOutcome,
     BackendUnavailable,
     SolveOptions,
@@ -135,7 +136,9 @@ def partition(
         return PartitionResult(problem, best, stats, baselines, ())
 
     options = SolveOptions(time_limit_s=float(time_limit_s), mip_gap=mip_gap, verbose=verbose, threads=threads)
-    candidates = list(MILP_SOLVERS) if solver == "auto" else [solver]
+    # auto: Gurobi, else HiGHS.  A named solver that cannot run for licence reasons also
+    # degrades to HiGHS (DESIGN §9); a named solver whose package is missing is an error.
+    candidates = ["gurobi", "highs"] if solver == "auto" else list(dict.fromkeys([solver, "highs"]))
     formulation: MilpModel | None = None
     reasons: list[str] = []
     outcome: BackendOutcome | None = None
@@ -148,16 +151,20 @@ def partition(
             outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, options,
                                     best if warm_start else None)
         except BackendUnavailable as exc:
-            if solver != "auto" or name == candidates[-1]:
+            if name == candidates[-1] or (solver != "auto" and isinstance(exc, BackendMissing)):
                 raise
             reasons.append(f"{name} skipped: {exc.message}")
             log.info("solver %s unavailable: %s", name, exc.message)
+            if solver != "auto":
+                warnings.append(f"--solver {solver} could not run ({exc.message}); solved with HiGHS instead")
             continue
         break
     assert outcome is not None
     if solver == "auto":
         why = "; ".join(reasons) if reasons else "gurobipy is installed, licensed and the model fits its licence"
         reason = f"auto chose {outcome.solver}: {why}"
+    elif reasons:
+        reason = f"requested {solver}, ran {outcome.solver}: {'; '.join(reasons)}"
     else:
         reason = f"requested with --solver {solver}"
     log.info("%s", reason)
@@ -195,5 +202,5 @@ def partition(
         reason=reason,
     )
     for text in warnings:
-        log.warning("%s", text)
+        log.info("%s", text)  # returned in result.warnings; the CLI prints them
     return PartitionResult(problem, schedule, stats, baselines, tuple(warnings))

@@ -1,0 +1,152 @@
+"""The partition driver: solver choice and fallbacks, bad arguments, problem_from_costs, JSON report."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from cimsplit.compiler.costs import Costs, EdgeCost, IoTransfer, OperatorCost
+from cimsplit.compiler.errors import CimsplitError
+from cimsplit.compiler.hardware import Hardware
+from cimsplit.compiler.workload import Edge, Operator, Workload
+from cimsplit.passes import PartitionProblem, partition, problem_from_costs
+from cimsplit.passes.backend import BackendMissing
+from cimsplit.passes.random_dags import random_problem
+from cimsplit.passes.report import result_to_json
+
+from _solvers import gurobi_unavailable_reason
+
+#   a -> b -> c    a, c host-only 10 ns; b host 100 / CIM 20 ns, 4 crossbars; transfers 5 ns.
+CHAIN = PartitionProblem(names=("a", "b", "c"), t_host_ns=(10.0, 100.0, 10.0), t_cim_ns=(None, 20.0, None),
+                         crossbars=(0, 4, 0), edges=((0, 1, 5.0), (1, 2, 5.0)), budget=4)
+
+
+@pytest.fixture
+def no_gurobipy(monkeypatch):
+    """gurobipy cannot be uninstalled here; a None entry in sys.modules makes `import gurobipy` fail."""
+    monkeypatch.setitem(sys.modules, "gurobipy", None)
+
+
+def test_unknown_solver_is_a_user_error():
+    with pytest.raises(CimsplitError, match="unknown solver 'cplex'"):
+        partition(CHAIN, solver="cplex")
+
+
+@pytest.mark.parametrize("limit", [0, -1.0, float("nan"), float("inf")])
+def test_time_limit_must_be_positive_and_finite(limit):
+    with pytest.raises(CimsplitError, match="time limit"):
+        partition(CHAIN, time_limit_s=limit)
+
+
+def test_negative_budget_is_a_user_error():
+    bad = PartitionProblem(names=("a",), t_host_ns=(1.0,), t_cim_ns=(1.0,), crossbars=(1,), edges=(), budget=-1)
+    with pytest.raises(CimsplitError, match="budget"):
+        partition(bad)
+
+
+def test_gurobi_requested_without_gurobipy_names_the_extra(no_gurobipy):
+    with pytest.raises(BackendMissing) as info:
+        partition(CHAIN, solver="gurobi")
+    assert "pip install 'cimsplit[gurobi]'" in info.value.one_line()
+
+
+def test_auto_without_gurobipy_runs_highs_and_says_why(no_gurobipy):
+    result = partition(CHAIN, solver="auto")
+    assert result.solver.name == "highs"
+    assert result.solver.reason.startswith("auto chose highs: gurobi skipped:")
+    assert "not installed" in result.solver.reason
+    assert result.schedule.makespan_ns == pytest.approx(50)
+
+
+def test_auto_with_a_licensed_gurobi_runs_gurobi():
+    if gurobi_unavailable_reason():
+        pytest.skip(f"Gurobi unavailable: {gurobi_unavailable_reason()}")
+    result = partition(CHAIN, solver="auto")
+    assert result.solver.name == "gurobi"
+    assert "licensed" in result.solver.reason
+
+
+def test_model_too_large_for_the_gurobi_licence_falls_back_to_highs():
+    if gurobi_unavailable_reason():
+        pytest.skip(f"Gurobi unavailable: {gurobi_unavailable_reason()}")
+    problem = random_problem(120, seed=0, style="detector")  # about 1,300 variables and 2,400 rows
+    first = partition(problem, solver="auto", time_limit_s=2.0)
+    if first.solver.name == "gurobi":
+        pytest.skip("this Gurobi licence is not size-limited")
+    assert first.solver.name == "highs"
+    assert "size-limited" in first.solver.reason
+    named = partition(problem, solver="gurobi", time_limit_s=2.0)  # a named solver degrades too, with a warning
+    assert named.solver.name == "highs"
+    assert any("solved with HiGHS instead" in w for w in named.warnings)
+
+
+def test_no_incumbent_returns_the_best_baseline_with_a_warning():
+    # A cold solve (no warm start) of a branchy 120-operator graph with a microsecond limit finds nothing.
+    problem = random_problem(120, seed=0, style="detector")
+    result = partition(problem, solver="highs", time_limit_s=1e-6, plain=True, warm_start=False)
+    best = min(s.makespan_ns for s in result.baselines.values())
+    assert result.solver.status == "no_solution"
+    assert result.schedule.makespan_ns == best
+    assert any("no solution" in w and "baseline" in w for w in result.warnings)
+    assert not all(result.schedule.on_host) or best == result.cpu_only_ns  # never an all-zero "solution"
+    assert result.solver.gap == pytest.approx(1.0)  # bound 0: nothing proven
+
+
+def test_result_never_worse_than_any_baseline():
+    for seed in range(5):
+        problem = random_problem(40, seed=seed, style="layered")
+        result = partition(problem, solver="highs", time_limit_s=5)
+        assert result.schedule.makespan_ns <= min(s.makespan_ns for s in result.baselines.values()) + 1e-6
+        assert result.solver.bound_ns <= result.schedule.makespan_ns + 1e-6
+
+
+def _tiny_workload_and_costs() -> tuple[Workload, Costs]:
+    """conv -> flatten -> matmul, with the conv reading the graph input and the matmul writing the output."""
+    def op(name, capable, crossbars, gin=0, gout=0):
+        return Operator(name=name, op_type="X", nodes=(name,), cim_capable=capable, reason=None, m=None, n=None,
+                        n_mvm=None, crossbars=crossbars, n_in=1, n_out=1, graph_input_elements=gin,
+                        graph_output_elements=gout)
+
+    workload = Workload(operators=(op("conv", True, 1, gin=192), op("flatten", False, None), op("matmul", True, 1, gout=10)),
+                        edges=(Edge("conv", "flatten", 256), Edge("flatten", "matmul", 256)))
+    costs = Costs(
+        hardware=Hardware(name="x86", crossbars=7),
+        operators=(OperatorCost("conv", 11000.0, 3221.875, 1), OperatorCost("flatten", 500.0, None, 0),
+                   OperatorCost("matmul", 2000.0, 62.98828125, 1)),
+        edges=(EdgeCost("conv", "flatten", 256, 12.5), EdgeCost("flatten", "matmul", 256, 12.5)),
+        io_transfers=(IoTransfer("conv", "in", 192, 9.375), IoTransfer("matmul", "out", 10, 0.48828125)),
+        host_profile={},
+    )
+    return workload, costs
+
+
+def test_problem_from_costs_copies_the_tables():
+    workload, costs = _tiny_workload_and_costs()
+    problem = problem_from_costs(workload, costs)
+    assert problem.names == ("conv", "flatten", "matmul")
+    assert problem.t_cim_ns == (3221.875, None, 62.98828125)
+    assert problem.edges == ((0, 1, 12.5), (1, 2, 12.5))
+    assert problem.budget == 7
+    assert problem.t_in_ns == (9.375, 0.0, 0.0)
+    assert problem.t_out_ns == (0.0, 0.0, 0.48828125)
+    assert problem.writes_output == (False, False, True)
+
+
+def test_result_to_json_shape():
+    workload, costs = _tiny_workload_and_costs()
+    result = partition(problem_from_costs(workload, costs), solver="highs")
+    doc = result_to_json(result, workload, costs, model_latency_ns=9000.0)
+    # both on the CIM: 9.375 + 3221.875 + 12.5 + 500 + 12.5 + 62.98828125 + 0.48828125
+    makespan = 9.375 + 3221.875 + 12.5 + 500 + 12.5 + 62.98828125 + 0.48828125
+    assert doc["makespan_ns"] == pytest.approx(makespan)
+    assert doc["cpu_only_ns"] == 13500.0
+    assert doc["speedup"] == pytest.approx(13500.0 / makespan)
+    assert doc["speedup_vs_ort_all"] == pytest.approx(9000.0 / makespan)
+    assert [o["device"] for o in doc["operators"]] == ["cim", "host", "cim"]
+    assert doc["crossbars_used"] == 2
+    assert doc["edges"][0] == {"src": "conv", "dst": "flatten", "t_transfer_ns": 12.5, "crosses": True}
+    assert set(doc["baselines"]) == {"cpu_only", "greedy", "single_split"}
+    assert doc["baselines"]["cpu_only"]["makespan_ns"] == 13500.0
+    assert doc["solver"]["name"] == "highs" and doc["solver"]["n_operators"] == 3
+    assert doc["hardware"]["crossbars"] == 7
