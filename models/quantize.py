@@ -2,7 +2,7 @@
 
 The recipe is the one onnxruntime documents for CPU inference:
 
-1. ``quant_pre_process`` (symbolic shape inference + onnxruntime's basic
+1. ``quant_pre_process`` (ONNX shape inference + onnxruntime's basic
    graph optimizations, which fold BatchNormalization into the Conv weights
    and constants into their consumers), as a user quantizing an exported
    model would run it;
@@ -44,12 +44,6 @@ def _input_shape(model: onnx.ModelProto) -> tuple[str, tuple[int, ...]]:
     return value.name, dims
 
 
-def _has_symbolic_dim(model: onnx.ModelProto) -> bool:
-    return any(
-        not d.HasField("dim_value") for i in model.graph.input for d in i.type.tensor_type.shape.dim
-    )
-
-
 class SeededImageReader(CalibrationDataReader):
     """Yields ``samples`` seeded N(0, 1) images of ``shape``, then None; ``rewind`` restarts."""
 
@@ -80,9 +74,10 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
         int8_path = Path(tmp) / "int8.onnx"
         onnx.save(model, float_path)
         log.debug("quant_pre_process %s", model.graph.name)
-        # onnxruntime's symbolic shape inference gives up on Resize(scales) over
-        # a symbolic batch (YOLO's upsampling); ONNX's own inference suffices then.
-        quant_pre_process(str(float_path), str(prep_path), skip_symbolic_shape=_has_symbolic_dim(model))
+        # ONNX's own shape inference covers these CNNs. onnxruntime's symbolic
+        # one gives up on Resize(scales) over a symbolic batch (YOLO), and when
+        # it gives up it dumps sym_shape_infer_temp.onnx into the current folder.
+        quant_pre_process(str(float_path), str(prep_path), skip_symbolic_shape=True)
         log.debug("quantize_static %s with %d calibration samples", model.graph.name, samples)
         quantize_static(
             str(prep_path),
