@@ -249,6 +249,7 @@ class _Search:
     def value(self, on_host: tuple[bool, ...]) -> float:
         hit = self.cache.get(on_host)
         if hit is not None:
+            self.work_left -= self.p.n  # a look-up still costs: keeps tiny searches finite
             return hit
         self.work_left -= self.seq.work * len(self.rules)
         v = min(self.seq.run(on_host, r)[0] for r in self.rules)

@@ -1,0 +1,342 @@
+"""OR-Tools CP-SAT backend (``--solver cpsat``): the scheduling model, exact in real time.
+
+The model is the problem of :func:`cimsplit.passes.schedule.simulate`, written as a
+constraint-programming schedule instead of the big-M ILP of eq. 5-14 (their
+optima coincide):
+
+- ``x_v`` Boolean, 1 = host, fixed to 1 outside V_acc (eq. 5) and where the
+  operator alone needs more crossbars than the budget;
+- ``s_v`` integer start; ``f_v = s_v + T_acc,v + x_v·(T_host,v - T_acc,v)`` (eq. 7);
+- the host as an optional interval per operator (present iff ``x_v``) in one
+  ``AddNoOverlap``: the single-core host of eq. 10-12 without any order
+  variable or big-M;
+- ``z_uv >= |x_u - x_v|`` and ``s_v >= f_u + z_uv·T_transfer`` on every edge
+  (eq. 8-9), ``s_v >= (1 - x_v)·t_in``, ``T >= f_v (+ (1 - x_v)·t_out)`` for sinks
+  and output writers (eq. 6), the crossbar budget as one linear row (eq. 14),
+  minimize ``T``.
+
+``plain=False`` adds what keeps the optimum and helps the search (each implied
+by the constraints above for every solution with ``T <= UB``; same arguments as
+in :func:`cimsplit.passes.ilp.build_milp`): ``T <= UB`` from the warm start,
+release/tail domains ``release_v <= s_v <= UB - tail_v - min_dur_v``, the
+host-load row ``T >= sum x_v·T_host,v`` and its ancestor/descendant forms
+``s_v >= sum_{u in anc(v)} x_u·T_host,u`` and ``T >= f_v + sum_{w in desc(v)}
+x_w·T_host,w`` (host operators never overlap and respect precedence), and a
+complete solution hint (assignment, starts, z, T) from the heuristics.
+
+Exactness in real time.  CP-SAT needs integers.  Every duration, transfer and
+input/output time d is replaced by ``floor(d / r)`` in units of ``r`` ns.  If
+all inputs are integer multiples of ``r`` (checked exactly), nothing is rounded.
+Otherwise two facts keep the answer exact:
+
+1. *The bound is a true lower bound.*  For any placement and host order the
+   earliest-start makespan is a longest path whose lengths are sums of the
+   times; flooring every time can only shorten each path, so the floored
+   problem's optimum is <= the real optimum, and CP-SAT's proven bound (in
+   units) times ``r`` is a lower bound on the real optimum.
+2. *The objective is real.*  The solution's placement and host order (by start,
+   ties by index, which respects precedence because floored times are >= 0 and
+   every edge goes from a lower to a higher index) are re-timed with the real
+   times by ``simulate``; that makespan is what is reported.  It exceeds the
+   floored makespan by less than ``r`` per term on the critical path (at most
+   ``2n + 1`` terms), so ``r`` is chosen to make this error far below the MIP
+   gap (the horizon is about 2**40 units).  The gap reported is between the real
+   makespan and the real lower bound, rounding included.
+
+Determinism.  CP-SAT's parallel portfolio is not deterministic; with
+``deterministic=True`` (the default) it runs ``interleave_search``, whose result
+does not depend on thread timing, and stops on a deterministic time limit
+derived from the wall limit (the wall limit stays as a guard).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from cimsplit.passes import dag
+from cimsplit.passes.backend import (
+    STATUS_GAP_LIMIT,
+    STATUS_INFEASIBLE,
+    STATUS_NO_SOLUTION,
+    STATUS_OPTIMAL,
+    STATUS_TIME_LIMIT,
+    BackendOutcome,
+    BackendUnavailable,
+    SolveOptions,
+)
+from cimsplit.passes.problem import PartitionProblem
+from cimsplit.passes.result import Schedule
+from cimsplit.passes.schedule import simulate
+
+__all__ = ["CpSatBackend", "CpSatRun", "solve_cpsat", "time_unit_ns"]
+
+log = logging.getLogger(__name__)
+
+_HORIZON_UNITS = 2.0**40
+"""Target size of the horizon in model units when times must be rounded."""
+_EXACT_UNITS_MAX = 2.0**50
+"""Largest horizon accepted when an exact (rounding-free) unit exists."""
+
+
+def _horizon_ns(problem: PartitionProblem) -> float:
+    """eq. 13's M: no schedule without idle-time padding is longer."""
+    total = sum(max(problem.t_host_ns[v], problem.t_cim_ns[v] or 0.0) + problem.t_in_ns[v] + problem.t_out_ns[v]
+                for v in range(problem.n))
+    return total + sum(t for _, _, t in problem.edges)
+
+
+def _all_times(problem: PartitionProblem) -> list[float]:
+    times = list(problem.t_host_ns) + [t for t in problem.t_cim_ns if t is not None]
+    return times + list(problem.t_in_ns) + list(problem.t_out_ns) + [t for _, _, t in problem.edges]
+
+
+def time_unit_ns(problem: PartitionProblem) -> tuple[float, bool]:
+    """The model's time unit r in ns and whether every time is an exact multiple of it.
+
+    Tries r = 2**-k ns (k = 0..20) first: profiles in whole ns and bus times of
+    bytes / (n·10.24 GB/s) are exact in such units.  Falls back to a rounding
+    unit that makes the horizon about 2**40 units.
+    """
+    horizon = max(_horizon_ns(problem), 1e-9)
+    times = [Fraction(t) for t in _all_times(problem) if t > 0]
+    for k in range(21):
+        unit = Fraction(1, 2**k)
+        if horizon / float(unit) > _EXACT_UNITS_MAX:
+            break
+        if all((t / unit).denominator == 1 for t in times):
+            return float(unit), True
+    return horizon / _HORIZON_UNITS, False
+
+
+@dataclass
+class CpSatRun:
+    """One CP-SAT solve, with the incumbent trace the Table I bench reads."""
+
+    outcome: BackendOutcome
+    schedule: Schedule | None
+    unit_ns: float
+    exact_units: bool
+    incumbents: list[tuple[float, float]] = field(default_factory=list)
+    """(seconds since the start of the solve, real makespan in ns) of each improving solution."""
+
+
+class _Incumbents:
+    """Solution callback: records when each improving solution arrived (for the bench)."""
+
+    def __init__(self, begin: float, unit_ns: float) -> None:
+        from ortools.sat.python import cp_model
+
+        class _Cb(cp_model.CpSolverSolutionCallback):
+            def __init__(cb) -> None:  # noqa: N805 - the callback's own self
+                super().__init__()
+                cb.trace: list[tuple[float, float]] = []
+
+            def on_solution_callback(cb) -> None:  # noqa: N805
+                cb.trace.append((time.perf_counter() - begin, cb.ObjectiveValue() * unit_ns))
+
+        self.callback = _Cb()
+
+
+def _floor_units(t_ns: float, unit_ns: float, exact: bool) -> int:
+    if exact:
+        return int(Fraction(t_ns) / Fraction(unit_ns))
+    return max(0, math.floor(t_ns / unit_ns))
+
+
+def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_gap: float | None = None,
+                seed: int = 0, threads: int = 2, plain: bool = False, warm_start: Schedule | None = None,
+                deterministic: bool = True, verbose: bool = False, record: bool = False,
+                heuristic_time_s: float | None = None) -> CpSatRun:
+    """Build and solve the CP-SAT model; the schedule returned is re-timed in real ns."""
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError as exc:  # pragma: no cover - ortools is a dependency
+        raise BackendUnavailable("OR-Tools is not installed", hint="pip install ortools") from exc
+    from cimsplit.passes.backend import DEFAULT_MIP_GAP
+    from cimsplit.passes.heuristics import best_heuristic
+
+    begin = time.perf_counter()
+    n = problem.n
+    gap_limit = DEFAULT_MIP_GAP if mip_gap is None else float(mip_gap)
+    budget_s = 0.0
+    if not plain and (warm_start is None or heuristic_time_s):
+        budget_s = heuristic_time_s if heuristic_time_s else min(1.0, 0.05 * time_limit_s, 0.005 * n)
+        found = best_heuristic(problem, budget_s, seed)
+        if warm_start is None or found.makespan_ns < warm_start.makespan_ns:
+            warm_start = found
+    unit, exact = time_unit_ns(problem)
+
+    def units(t_ns: float) -> int:
+        return _floor_units(t_ns, unit, exact)
+
+    capable = [problem.capable(v) and problem.crossbars[v] <= problem.budget for v in range(n)]
+    host = [units(problem.t_host_ns[v]) for v in range(n)]
+    acc = [units(problem.t_cim_ns[v]) if capable[v] else host[v] for v in range(n)]  # type: ignore[arg-type]
+    t_in = [units(problem.t_in_ns[v]) if capable[v] else 0 for v in range(n)]
+    t_out = [units(problem.t_out_ns[v]) if capable[v] and problem.writes_output[v] else 0 for v in range(n)]
+    edges = [(u, v, units(t)) for u, v, t in problem.edges]
+    # The floored problem, to time the warm start in model units (its makespan is an upper bound there).
+    floored = PartitionProblem(
+        names=problem.names, t_host_ns=tuple(float(h) for h in host),
+        t_cim_ns=tuple(float(acc[v]) if capable[v] else None for v in range(n)),
+        crossbars=problem.crossbars, edges=tuple((u, v, float(t)) for u, v, t in edges), budget=problem.budget,
+        t_in_ns=tuple(float(t) for t in t_in), t_out_ns=tuple(float(t) for t in t_out),
+        writes_output=problem.writes_output)
+    hint: Schedule | None = None
+    if warm_start is not None and all(h or capable[v] for v, h in enumerate(warm_start.on_host)):
+        from cimsplit.passes.schedule import host_order_by_start
+
+        hint = simulate(floored, warm_start.on_host, host_order_by_start(warm_start))
+    horizon = int(sum(max(host[v], acc[v]) + t_in[v] + t_out[v] for v in range(n)) + sum(t for _, _, t in edges))
+    ub = horizon if hint is None or plain else min(horizon, int(round(hint.makespan_ns)))
+
+    m = cp_model.CpModel()
+    min_dur = [min(host[v], acc[v]) for v in range(n)]
+    release = [0] * n
+    tail = [0] * n
+    if not plain:
+        for u, v, _ in sorted(edges, key=lambda e: e[1]):
+            release[v] = max(release[v], release[u] + min_dur[u])
+        for u, v, _ in sorted(edges, key=lambda e: -e[0]):
+            tail[u] = max(tail[u], tail[v] + min_dur[v])
+    x = [m.NewBoolVar(f"x{v}") if capable[v] else m.NewConstant(1) for v in range(n)]
+    s = [m.NewIntVar(release[v], max(release[v], ub - tail[v] - min_dur[v]), f"s{v}") for v in range(n)]
+    t_lower = max((release[v] + min_dur[v] + tail[v] for v in range(n)), default=0) if not plain else 0
+    makespan = m.NewIntVar(t_lower, max(t_lower, ub), "T")
+
+    def finish(v: int):
+        return s[v] + acc[v] + (host[v] - acc[v]) * x[v] if capable[v] else s[v] + host[v]  # eq. 7
+
+    intervals = []
+    for v in range(n):
+        if capable[v]:
+            intervals.append(m.NewOptionalFixedSizeIntervalVar(s[v], host[v], x[v], f"h{v}"))
+        else:
+            intervals.append(m.NewFixedSizeIntervalVar(s[v], host[v], f"h{v}"))
+    m.AddNoOverlap(intervals)  # the single-core host (eq. 10-12)
+    z: dict[tuple[int, int], object] = {}
+    for u, v, tr in edges:
+        if tr > 0 and (capable[u] or capable[v]):
+            if capable[u] and capable[v]:
+                zuv = m.NewBoolVar(f"z{u}_{v}")
+                m.Add(zuv >= x[u] - x[v])  # eq. 9
+                m.Add(zuv >= x[v] - x[u])
+                z[(u, v)] = zuv
+                m.Add(s[v] >= finish(u) + tr * zuv)  # eq. 8
+            else:
+                other = x[u] if capable[u] else x[v]  # |x_u - x_v| = 1 - x_other
+                m.Add(s[v] >= finish(u) + tr - tr * other)
+        else:
+            m.Add(s[v] >= finish(u))  # eq. 8 with no transfer
+    for v in range(n):
+        if t_in[v] > 0:
+            m.Add(s[v] >= t_in[v] - t_in[v] * x[v])
+    bounded = set(dag.sinks(problem)) | {v for v in range(n) if problem.writes_output[v]}
+    for v in sorted(bounded):
+        if t_out[v] > 0:
+            m.Add(makespan >= finish(v) + t_out[v] - t_out[v] * x[v])  # eq. 6 + output transfer
+        else:
+            m.Add(makespan >= finish(v))  # eq. 6
+    cim_able = [v for v in range(n) if capable[v]]
+    if sum(problem.crossbars[v] for v in cim_able) > problem.budget:
+        m.Add(sum(problem.crossbars[v] * (1 - x[v]) for v in cim_able) <= problem.budget)  # eq. 14
+    if not plain:
+        host_load = [host[v] * x[v] for v in range(n)]
+        m.Add(makespan >= sum(host_load))  # host-load cut
+        anc, desc = dag.ancestors(problem), dag.descendants(problem)
+        for v in range(n):
+            members = [u for u in range(v) if (anc[v] >> u) & 1]
+            if len(members) >= 2:
+                m.Add(s[v] >= sum(host[u] * x[u] for u in members))
+            members = [w for w in range(v + 1, n) if (desc[v] >> w) & 1]
+            if len(members) >= 2:
+                m.Add(makespan >= finish(v) + sum(host[w] * x[w] for w in members))
+        if hint is not None:
+            for v in range(n):
+                if capable[v]:
+                    m.AddHint(x[v], int(hint.on_host[v]))
+                m.AddHint(s[v], int(round(hint.start_ns[v])))
+            for (u, v), zuv in z.items():
+                m.AddHint(zuv, int(hint.on_host[u] != hint.on_host[v]))
+            m.AddHint(makespan, int(round(hint.makespan_ns)))
+    m.Minimize(makespan)
+
+    proto = m.Proto()
+    n_vars, n_cons = len(proto.variables), len(proto.constraints)
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    remaining = max(0.05, time_limit_s - (time.perf_counter() - begin))
+    prm.max_time_in_seconds = remaining
+    prm.num_workers = max(1, threads)
+    prm.random_seed = int(seed)
+    prm.relative_gap_limit = gap_limit
+    prm.log_search_progress = verbose
+    if deterministic:
+        # interleaved search does not depend on thread timing; stopping on deterministic
+        # time (about seconds of work) keeps a time-limited result reproducible, the wall
+        # limit (doubled) only guards against a machine much slower than expected.
+        prm.interleave_search = True
+        prm.max_deterministic_time = max(0.05, time_limit_s - budget_s)
+        prm.max_time_in_seconds = 2.0 * remaining + 1.0
+    cb = _Incumbents(begin, unit) if record else None
+    code = solver.Solve(m, cb.callback if cb else None)
+    elapsed = time.perf_counter() - begin
+
+    schedule: Schedule | None = None
+    if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        on_host = tuple(bool(solver.Value(x[v])) for v in range(n))
+        starts = [solver.Value(s[v]) for v in range(n)]
+        order = sorted((v for v in range(n) if on_host[v]), key=lambda v: (starts[v], v))
+        schedule = simulate(problem, on_host, order)
+    elif warm_start is not None and code != cp_model.INFEASIBLE:
+        schedule = warm_start  # CP-SAT was handed it: still the incumbent
+    bound_ns = solver.BestObjectiveBound() * unit if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) else 0.0
+    bound_ns = max(0.0, bound_ns)
+    if schedule is not None:
+        if warm_start is not None and warm_start.makespan_ns < schedule.makespan_ns:
+            schedule = warm_start  # re-timing in real ns can reorder ties: keep the better
+        bound_ns = min(bound_ns, schedule.makespan_ns)
+        true_gap = (schedule.makespan_ns - bound_ns) / schedule.makespan_ns if schedule.makespan_ns > 0 else 0.0
+        if code == cp_model.OPTIMAL and true_gap <= max(gap_limit, 1e-9):
+            status = STATUS_OPTIMAL if mip_gap is None or true_gap <= 1e-9 else STATUS_GAP_LIMIT
+        elif code == cp_model.OPTIMAL:
+            status = STATUS_GAP_LIMIT
+            log.info("cp-sat: optimal in model units, real gap %.3g after rounding to %.3g ns", true_gap, unit)
+        else:
+            status = STATUS_TIME_LIMIT
+    else:
+        status = STATUS_INFEASIBLE if code == cp_model.INFEASIBLE else STATUS_NO_SOLUTION
+    if code == cp_model.MODEL_INVALID:  # pragma: no cover - a bug in this module
+        raise RuntimeError(f"CP-SAT rejected the model: {m.Validate()}")
+    outcome = BackendOutcome(
+        solver="cpsat", status=status,
+        on_host=None if schedule is None else schedule.on_host,
+        start_ns=None if schedule is None else schedule.start_ns,
+        host_order=None if schedule is None else tuple(sorted(
+            (v for v in range(n) if schedule.on_host[v]), key=lambda v: (schedule.start_ns[v], v))),
+        objective_ns=math.inf if schedule is None else schedule.makespan_ns,
+        bound_ns=bound_ns, time_s=elapsed, n_variables=n_vars, n_constraints=n_cons)
+    log.info("cp-sat %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,
+             outcome.objective_ns, bound_ns, elapsed, n_vars, n_cons)
+    return CpSatRun(outcome, schedule, unit, exact, cb.callback.trace if cb else [])
+
+
+class CpSatBackend:
+    """``--solver cpsat``: ignores the MILP and builds the scheduling model above."""
+
+    name = "cpsat"
+
+    def __init__(self, plain: bool = False, deterministic: bool = True) -> None:
+        self.plain = plain
+        self.deterministic = deterministic
+
+    def solve(self, problem: PartitionProblem, formulation: object, options: SolveOptions,
+              warm_start: Schedule | None) -> BackendOutcome:
+        run = solve_cpsat(problem, time_limit_s=options.time_limit_s, mip_gap=options.mip_gap,
+                          seed=options.seed, threads=options.threads or 2, plain=self.plain,
+                          warm_start=warm_start, deterministic=self.deterministic, verbose=options.verbose)
+        return run.outcome

@@ -1,0 +1,86 @@
+"""CP-SAT backend: hand-computed optima, exact time units, the backend contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from cimsplit.passes.backend import SolveOptions, get_backend
+from cimsplit.passes.cpsat_backend import solve_cpsat, time_unit_ns
+from cimsplit.passes.problem import PartitionProblem
+from cimsplit.passes.random_dags import random_problem
+
+
+def diamond(budget: int) -> PartitionProblem:
+    r"""
+          a        host-only, 10 ns
+         / \       transfers a->b, a->c: 3 ns
+        b   c      b: host 100 / CIM 20 ns, 2 crossbars; c: host 50 / CIM 10 ns, 2 crossbars
+         \ /       transfers b->d, c->d: 4 ns
+          d        host-only, 5 ns
+    """
+    return PartitionProblem(
+        names=("a", "b", "c", "d"),
+        t_host_ns=(10.0, 100.0, 50.0, 5.0),
+        t_cim_ns=(None, 20.0, 10.0, None),
+        crossbars=(0, 2, 2, 0),
+        edges=((0, 1, 3.0), (0, 2, 3.0), (1, 3, 4.0), (2, 3, 4.0)),
+        budget=budget,
+    )
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected_ns", "cim"),
+    [
+        # all host: 10 + 100 + 50 + 5 (single core)
+        (0, 165.0, set()),
+        # b on CIM: b runs 13..33 while c runs on the host 10..60; d starts at max(33 + 4, 60) = 60
+        (2, 65.0, {"b"}),
+        # both on CIM: b 13..33, c 13..23; d starts at max(33 + 4, 23 + 4) = 37, ends 42
+        (4, 42.0, {"b", "c"}),
+    ],
+)
+def test_diamond_optimum_by_hand(budget: int, expected_ns: float, cim: set[str]):
+    p = diamond(budget)
+    out = solve_cpsat(p, time_limit_s=10.0, threads=1).outcome
+    assert out.status == "optimal"
+    assert out.objective_ns == expected_ns
+    assert out.bound_ns == expected_ns  # integer ns: unit 1 ns, no rounding at all
+    assert {p.names[v] for v in range(p.n) if not out.on_host[v]} == cim
+
+
+def test_integer_and_binary_fraction_times_need_no_rounding():
+    assert time_unit_ns(diamond(2)) == (1.0, True)
+    # 100 bytes over 20.48 GB/s = 4.8828125 ns = 625/128 ns: exact in units of 2**-7 ns
+    p = PartitionProblem(("a", "b"), (1.0, 2.0), (None, 1.0), (0, 1), ((0, 1, 100 / 20.48),), 1)
+    assert time_unit_ns(p) == (2.0**-7, True)
+
+
+def test_rounded_units_keep_the_bound_below_the_real_makespan():
+    # log-normal noise makes every time irrational in binary units: the rounding path
+    p = random_problem(30, seed=3, style="layered")
+    unit, exact = time_unit_ns(p)
+    assert not exact and unit > 0
+    out = solve_cpsat(p, time_limit_s=30.0, threads=1).outcome
+    assert out.bound_ns <= out.objective_ns
+    assert out.status == "optimal"
+    assert out.gap <= 1e-6
+
+
+def test_backend_contract_and_counts():
+    backend = get_backend("cpsat")
+    assert backend.name == "cpsat"
+    p = diamond(2)
+    out = backend.solve(p, None, SolveOptions(time_limit_s=10.0), None)
+    assert out.solver == "cpsat" and out.has_solution
+    assert out.objective_ns == 65.0 and out.gap == 0.0
+    # 2 free x, 4 starts, T, plus the model's own constants; rows: intervals, edges, no-overlap ...
+    assert out.n_variables >= 2 + 4 + 1
+    assert out.n_constraints >= 4 + 1 + 1
+
+
+def test_same_seed_same_answer():
+    p = random_problem(60, seed=1, style="layered")
+    a = solve_cpsat(p, time_limit_s=5.0, seed=4).outcome
+    b = solve_cpsat(p, time_limit_s=5.0, seed=4).outcome
+    assert a.on_host == b.on_host
+    assert a.objective_ns == b.objective_ns
