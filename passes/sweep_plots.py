@@ -30,7 +30,7 @@ __all__ = ["write_figures", "FORMATS"]
 
 FORMATS = ("png", "svg")
 _DARK, _LIGHT = "#1f4e79", "#9dc3e6"
-_RC = {"svg.hashsalt": "cimsplit", "svg.fonttype": "path", "font.size": 9, "axes.grid": True, "grid.alpha": 0.3}
+_RC = {"svg.hashsalt": "cimsplit", "svg.fonttype": "none", "font.size": 9, "axes.grid": True, "grid.alpha": 0.3}
 _MAX_LABELLED_BARS = 48
 _MAX_ANNOTATED_LINES = 4
 
@@ -203,25 +203,32 @@ def _budget(plt: Any, out_dir: Path, model: str, rows: list[Row]) -> list[Path]:
     fig, axes = _panels(plt, hosts, 6.0, 4.0)
     cmap = plt.get_cmap("plasma")
     unit, scale = _time_unit(max(r["cpu_only_ns"] for r in rows))
+    lines = {
+        (host, latency): sorted((r["crossbars"], r["makespan_ns"]) for r in rows if r["host"] == host and r["mvm_latency_ns"] == latency)
+        for host in hosts for latency in sorted(_ordered([r["mvm_latency_ns"] for r in rows if r["host"] == host]))
+    }
+    # Marginal gain of a step: makespan saved per added crossbar, in its own unit.
+    gains_ns = [(m0 - m1) / (c1 - c0) for line in lines.values() for (c0, m0), (c1, m1) in zip(line, line[1:])]
+    gain_unit, gain_scale = _time_unit(max([g for g in gains_ns if g > 0], default=1.0))
     for ax, host in zip(axes, hosts):
-        mine = [r for r in rows if r["host"] == host]
-        latencies = sorted(_ordered([r["mvm_latency_ns"] for r in mine]))
+        latencies = [t for h, t in lines if h == host]
         # Many lines: annotate only the lowest MVM latency, where the gains are largest.
         annotated = latencies if len(latencies) <= _MAX_ANNOTATED_LINES else latencies[:1]
         for i, latency in enumerate(latencies):
-            line = sorted((r["crossbars"], r["makespan_ns"] / scale) for r in mine if r["mvm_latency_ns"] == latency)
+            line = lines[(host, latency)]
             color = cmap(i / max(1, len(latencies) - 1) * 0.85)
-            ax.plot([c for c, _ in line], [m for _, m in line], marker="o", ms=3, color=color, label=f"MVM {_latency_label(latency)}")
+            ax.plot([c for c, _ in line], [m / scale for _, m in line], marker="o", ms=3, color=color,
+                    label=f"MVM {_latency_label(latency)}")
             if latency not in annotated:
                 continue
             for (c0, m0), (c1, m1) in zip(line, line[1:]):
-                gain = (m0 - m1) / (c1 - c0)  # makespan saved per added crossbar on this step
-                if gain > 0:
-                    ax.annotate(f"{gain:.3g}", ((c0 + c1) / 2, (m0 + m1) / 2), textcoords="offset points",
+                gain_ns = (m0 - m1) / (c1 - c0)
+                if gain_ns > 0:
+                    ax.annotate(f"{gain_ns / gain_scale:.3g}", ((c0 + c1) / 2, (m0 + m1) / 2 / scale), textcoords="offset points",
                                 xytext=(0, 4), ha="center", fontsize=5.5, color=color)
         ax.set_xlabel("crossbar budget C")
         ax.set_ylabel(f"makespan ({unit})")
-        ax.set_title(f"{model} on {host}: makespan vs budget\n(numbers: {unit} saved per added crossbar)")
+        ax.set_title(f"{model} on {host}: makespan vs budget\n(numbers: {gain_unit} saved per added crossbar)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     paths = _save(fig, out_dir, f"budget_{_safe(model)}")
