@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -13,8 +14,17 @@ from cimsplit.models import zoo
 
 
 @pytest.fixture(scope="module")
-def resnet18_int8() -> onnx.ModelProto:
-    return zoo.build("resnet18", image_size=64, int8=True)
+def resnet18_int8(tmp_path_factory: pytest.TempPathFactory) -> onnx.ModelProto:
+    """Built from inside an empty folder, to check that quantizing leaves no file in the cwd."""
+    cwd = tmp_path_factory.mktemp("cwd")
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        model = zoo.build("resnet18", image_size=64, int8=True)
+    finally:
+        os.chdir(before)
+    assert list(cwd.iterdir()) == []  # temporaries live in a TemporaryDirectory
+    return model
 
 
 def test_int8_is_qdq_with_per_channel_int8_weights(resnet18_int8: onnx.ModelProto) -> None:
