@@ -10,6 +10,7 @@ An existing output file is replaced only with ``--force``.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from cimsplit.compiler.cli.args import add_model_args
@@ -80,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"sum of per-node medians:              {format_time_ns(total_ns)}")
     print(f"whole model, optimizations off:       {format_time_ns(off)}  (sum / model = {total_ns / off:.2f}x)")
     print(f"whole model, all optimizations:       {format_time_ns(on)}  (sum / model = {total_ns / on:.2f}x)")
+    load_1min, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load_1min > cores / 2:
+        print(f"note: load average {load_1min:.1f} on {cores} cores while profiling; "
+              "latencies measured on a busy machine are inflated and noisy")
     if output is not None:
         profile.save(output)
         print(f"wrote {output}")
