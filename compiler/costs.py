@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cimsplit.compiler.hardware import Hardware, validate_hardware
+from cimsplit.compiler.host_profile import HostProfile, operator_latencies
 from cimsplit.compiler.workload import Operator, Workload
-
-if TYPE_CHECKING:
-    from cimsplit.compiler.host_profile import HostProfile
 
 __all__ = [
     "OperatorCost", "EdgeCost", "IoTransfer", "Costs",
@@ -103,8 +101,6 @@ def build_costs(workload: Workload, hardware: Hardware, profile: HostProfile, pa
     size from M_v and N_v (eq. 1), so a workload built for another size costs
     right.
     """
-    from cimsplit.compiler.host_profile import operator_latencies
-
     validate_hardware(hardware)
     t_host = operator_latencies(workload, profile)
     operators = []
