@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cimsplit.compiler.errors import CimsplitError
 from cimsplit.compiler.units import format_bandwidth, format_time_ns, parse_bandwidth, parse_crossbar_size, parse_time_ns
@@ -82,3 +84,18 @@ def test_round_trip_through_the_formatters():
     for ns in (50.0, 12_345.0, 7.5e6):
         assert parse_time_ns(format_time_ns(ns).replace(" ", "")) == pytest.approx(ns, rel=1e-3)
     assert parse_bandwidth(format_bandwidth(20.48e9).replace(" ", "")) == pytest.approx(20.48e9)
+
+
+_POSITIVE = st.floats(min_value=1e-3, max_value=1e12, allow_nan=False, allow_infinity=False)
+
+
+@given(_POSITIVE, st.sampled_from([("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)]))
+def test_every_time_unit_scales_by_its_factor(value, unit):
+    name, scale = unit
+    assert parse_time_ns(f"{value!r}{name}") == pytest.approx(value * scale, rel=1e-12)
+
+
+@given(_POSITIVE)
+def test_formatted_times_and_bandwidths_read_back(value):
+    assert parse_time_ns(format_time_ns(value).replace(" ", "")) == pytest.approx(value, rel=1e-3)  # 4 significant digits
+    assert parse_bandwidth(format_bandwidth(value).replace(" ", "")) == pytest.approx(value, rel=1e-5)  # 6 digits
