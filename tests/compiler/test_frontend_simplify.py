@@ -1,0 +1,104 @@
+"""Simplification: exporter clutter folds away, outputs stay equal, shapes and names are complete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from cimsplit.compiler.frontend import load
+from cimsplit.compiler.simplify import name_nodes, tensor_shapes
+
+from graphs import clean_cnn, control_flow_and_custom, pytorch_style, quantize_qdq, save, silu_net
+
+
+def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def seeded(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def shape_view(loaded) -> list[tuple]:  # noqa: ANN001
+    return [(op.cim_capable, op.m, op.n, op.n_mvm, op.crossbars, op.n_in, op.n_out) for op in loaded.workload.operators]
+
+
+def test_pytorch_style_export_lowers_like_the_clean_graph(tmp_path: Path) -> None:
+    for batch in (1, 2):
+        clean = load(save(clean_cnn(batch), tmp_path, f"clean{batch}.onnx"))
+        torch_like = load(save(pytorch_style(), tmp_path, "torch.onnx"), {"x": (batch, 3, 8, 8)})
+        assert shape_view(torch_like) == shape_view(clean)
+        conv = torch_like.workload.operators[0]
+        # Conv+BN+Relu is one operator: M = 4, N = 27, N_mvm = 8*8*batch
+        assert (conv.m, conv.n, conv.n_mvm) == (4, 27, 64 * batch)
+        assert torch_like.input_shapes == {"x": (batch, 3, 8, 8)}
+    ops = {n.op_type for n in torch_like.model.graph.node}
+    assert not ops & {"Identity", "BatchNormalization", "Shape", "Gather", "Unsqueeze", "Concat", "Constant"}
+
+
+def test_simplified_model_gives_the_original_outputs(tmp_path: Path) -> None:
+    original = pytorch_style()
+    loaded = load(save(original, tmp_path), {"x": (2, 3, 8, 8)})
+    x = seeded((2, 3, 8, 8))
+    (want,) = run(original, {"x": x})
+    (got,) = run(loaded.model, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_simplified_qdq_model_gives_the_original_outputs(tmp_path: Path) -> None:
+    path = quantize_qdq(silu_net(), tmp_path)
+    original = onnx.load(str(path))
+    loaded = load(path)
+    x = seeded((1, 8, 6, 6), seed=3)
+    (want,) = run(original, {"x": x})
+    (got,) = run(loaded.model, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    dq_before = sum(n.op_type == "DequantizeLinear" for n in original.graph.node)
+    dq_after = sum(n.op_type == "DequantizeLinear" for n in loaded.model.graph.node)
+    assert dq_after == dq_before  # no DequantizeLinear folded away
+
+
+def test_every_tensor_has_a_static_shape_and_every_node_a_unique_name(tmp_path: Path) -> None:
+    loaded = load(save(pytorch_style(), tmp_path), {"x": (1, 3, 8, 8)})
+    model = loaded.model
+    shapes = tensor_shapes(model)
+    produced = [o for n in model.graph.node for o in n.output if o]
+    assert produced and all(shapes[o] is not None for o in produced)
+    names = [n.name for n in model.graph.node]
+    assert all(names) and len(set(names)) == len(names)
+    assert [vi.name for vi in model.graph.input] == ["x"]
+    assert [vi.name for vi in model.graph.output] == ["y"]
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_name_nodes_keeps_names_and_fixes_empty_and_duplicate_ones() -> None:
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["a"], ["b"], name="r"),
+         onnx.helper.make_node("Relu", ["b"], ["c"], name="r"),
+         onnx.helper.make_node("Relu", ["c"], ["d"]),
+         onnx.helper.make_node("Relu", ["d"], ["e"], name="Relu_2")],
+        "g", [], [])
+    name_nodes(graph)
+    assert [n.name for n in graph.node] == ["r", "r_1", "Relu_2_1", "Relu_2"]
+
+
+def test_fingerprint_ignores_weights_and_file_but_not_shapes(tmp_path: Path) -> None:
+    a = load(save(clean_cnn(), tmp_path, "a.onnx"))
+    again = load(save(clean_cnn(), tmp_path, "other_name.onnx"))
+    assert a.fingerprint == again.fingerprint and len(a.fingerprint) == 16
+    other_weights = clean_cnn()
+    for init in other_weights.graph.initializer:
+        arr = onnx.numpy_helper.to_array(init) + 1.0
+        init.CopyFrom(onnx.numpy_helper.from_array(arr.astype(np.float32), init.name))
+    assert load(save(other_weights, tmp_path, "w.onnx")).fingerprint == a.fingerprint
+    assert load(save(clean_cnn(batch=2), tmp_path, "b2.onnx")).fingerprint != a.fingerprint
+
+
+def test_custom_op_and_control_flow_model_loads(tmp_path: Path) -> None:
+    loaded = load(save(control_flow_and_custom(), tmp_path))
+    assert {op.op_type for op in loaded.workload.operators} >= {"If", "Loop", "Scan", "MyOp"}
+    assert loaded.workload.operator(next(op.name for op in loaded.workload.operators if op.op_type == "MyOp")).n_out == 256

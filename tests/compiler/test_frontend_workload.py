@@ -1,0 +1,191 @@
+"""The workload DAG of tiny graphs: fusion, edges, element counts, capability and its reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from cimsplit.compiler.frontend import load
+from cimsplit.compiler.workload import Workload
+
+from graphs import (
+    clean_cnn,
+    control_flow_and_custom,
+    conv_weight_input,
+    integer_ops,
+    parse,
+    qlinear_conv,
+    quantize_qdq,
+    save,
+    silu_net,
+    weights,
+)
+
+
+def gemm_view(workload: Workload) -> list[tuple]:
+    """What must not depend on the export: op kinds, GEMM shapes, element counts."""
+    return [(op.cim_capable, op.m, op.n, op.n_mvm, op.crossbars, op.n_in, op.n_out) for op in workload.operators]
+
+
+def test_clean_cnn_numbers(tmp_path: Path) -> None:
+    w = load(save(clean_cnn(), tmp_path)).workload
+    conv, flatten, gemm = w.operators
+    assert conv.op_type == "Conv" and len(conv.nodes) == 2  # Conv + fused Relu
+    assert [n.split("_")[0] for n in conv.nodes] == ["Conv", "Relu"]
+    # Conv 3->4, 3x3, pad 1 on 8x8: M = 4, N = 3*3*3 = 27, N_mvm = 8*8 = 64
+    assert (conv.m, conv.n, conv.n_mvm, conv.crossbars) == (4, 27, 64, 1)
+    assert (conv.n_in, conv.n_out) == (1 * 3 * 8 * 8, 1 * 4 * 8 * 8)  # 192, 256 (the Relu's output)
+    assert conv.graph_input_elements == 192 and conv.graph_output_elements == 0
+    assert not flatten.cim_capable and flatten.m is None
+    # Gemm transB=1, weight (10, 256): M = 10, N = 256, N_mvm = 1
+    assert (gemm.m, gemm.n, gemm.n_mvm, gemm.crossbars) == (10, 256, 1, 1)
+    assert gemm.graph_output_elements == 10
+    assert [(e.src, e.dst, e.elements) for e in w.edges] == [
+        (conv.name, flatten.name, 256), (flatten.name, gemm.name, 256)]
+    assert w.inputs == {"x": (1, 3, 8, 8)} and w.outputs == {"y": (1, 10)}
+    assert w.total_crossbars == 2
+
+
+def test_silu_pair_is_fused_into_the_conv(tmp_path: Path) -> None:
+    w = load(save(silu_net(), tmp_path)).workload
+    conv, dw = w.operators
+    assert [n.split("_")[0] for n in conv.nodes] == ["Conv", "Sigmoid", "Mul"]
+    # Conv 8->8 3x3 on 6x6 (no pad): out 4x4; M = 8, N = 8*9 = 72, N_mvm = 16
+    assert (conv.m, conv.n, conv.n_mvm) == (8, 72, 16)
+    assert conv.n_out == 8 * 4 * 4  # the Mul's output
+    # depthwise 1x1, group 8: N = 1, N_mvm = 4*4*8 = 128, crossbars = ceil(8/256) = 1
+    assert (dw.m, dw.n, dw.n_mvm, dw.crossbars) == (8, 1, 128, 1)
+    assert [(e.src, e.dst, e.elements) for e in w.edges] == [(conv.name, dw.name, 128)]
+
+
+# x -> Conv --+--> Relu -> y1
+#             +--> y2           (conv output has two readers: no fusion)
+# x -> Add(x, x) -> Relu -> y3  (Add is not CIM-capable: no fusion)
+def test_no_fusion_with_two_readers_or_after_host_ops(tmp_path: Path) -> None:
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1,3,8,8] x) => (float[1,4,6,6] y1, float[1,4,6,6] c, float[1,3,8,8] y3) {
+          c = Conv(x, w)
+          y1 = Relu(c)
+          a = Add(x, x)
+          y3 = Relu(a)
+        }""",
+        weights(w=(4, 3, 3, 3)),
+    )
+    w = load(save(model, tmp_path)).workload
+    assert sorted(op.op_type for op in w.operators) == ["Add", "Conv", "Relu", "Relu"]
+    assert all(len(op.nodes) == 1 for op in w.operators)
+    conv = w.operators[0]
+    assert conv.n_out == 144 and conv.graph_output_elements == 144  # 4*6*6, read by Relu and as output
+
+
+def test_conv_with_weight_as_graph_input_is_not_capable(tmp_path: Path) -> None:
+    w = load(save(conv_weight_input(), tmp_path)).workload
+    (conv,) = w.operators
+    assert not conv.cim_capable
+    assert conv.reason.startswith("weight is not constant (") and "'w'" in conv.reason
+    assert (conv.m, conv.n, conv.n_mvm, conv.crossbars) == (None, None, None, None)
+    assert conv.n_in == 1 * 3 * 8 * 8 + 4 * 3 * 3 * 3  # the weight is an activation here: 192 + 108
+
+
+def test_control_flow_and_custom_ops_stay_on_host(tmp_path: Path) -> None:
+    w = load(save(control_flow_and_custom(), tmp_path)).workload
+    by_type = {op.op_type: op for op in w.operators}
+    for kind in ("If", "Loop", "Scan"):
+        assert not by_type[kind].cim_capable
+        assert by_type[kind].reason == f"control flow ({kind}) stays on the host as an opaque operator"
+    assert "custom-domain operator (com.example::MyOp)" in by_type["MyOp"].reason
+    # If's branches read r from the outer scope: r (256) + condition (1)
+    assert by_type["If"].n_in == 1 * 4 * 8 * 8 + 1
+    relu = by_type["Relu"]
+    readers = {e.dst for e in w.edges if e.src == relu.name}
+    assert {by_type["If"].name, by_type["Loop"].name} <= readers
+    # Loop outputs: final value (256) + scan output (3*256); the Conv after MyOp still lowers
+    assert by_type["Loop"].n_out == 256 + 3 * 256
+    conv = by_type["Conv"]
+    assert conv.cim_capable and (conv.m, conv.n, conv.n_mvm) == (4, 4, 64)
+
+
+def test_qlinear_ops_lower_like_float(tmp_path: Path) -> None:
+    w = load(save(qlinear_conv(), tmp_path)).workload
+    qconv, reshape, qmm = w.operators
+    # QLinearConv weight (6, 4, 3, 3) on 6x6 -> 4x4: M = 6, N = 4*9 = 36, N_mvm = 16
+    assert (qconv.op_type, qconv.m, qconv.n, qconv.n_mvm, qconv.crossbars) == ("QLinearConv", 6, 36, 16, 1)
+    # QLinearMatMul (1,6,16) . (16,5): M = 5, N = 16, N_mvm = 1*6
+    assert (qmm.op_type, qmm.m, qmm.n, qmm.n_mvm) == ("QLinearMatMul", 5, 16, 6)
+    assert not reshape.cim_capable
+
+
+def test_integer_ops_lower_like_float(tmp_path: Path) -> None:
+    w = load(save(integer_ops(), tmp_path)).workload
+    conv, mm = w.operators
+    # ConvInteger (5,3,3,3) on 8x8 -> 6x6: M = 5, N = 27, N_mvm = 36
+    assert (conv.op_type, conv.m, conv.n, conv.n_mvm) == ("ConvInteger", 5, 27, 36)
+    # MatMulInteger (2,7,16) . (16,12): M = 12, N = 16, N_mvm = 2*7 = 14
+    assert (mm.op_type, mm.m, mm.n, mm.n_mvm) == ("MatMulInteger", 12, 16, 14)
+
+
+@pytest.mark.parametrize("builder", [clean_cnn, silu_net])
+def test_int8_qdq_matches_float(tmp_path: Path, builder) -> None:  # noqa: ANN001
+    float_w = load(save(builder(), tmp_path)).workload
+    loaded = load(quantize_qdq(builder(), tmp_path))
+    int8_w = loaded.workload
+    assert len(int8_w.operators) == len(float_w.operators)
+    assert gemm_view(int8_w) == gemm_view(float_w)
+    assert [e.elements for e in int8_w.edges] == [e.elements for e in float_w.edges]
+    assert int8_w.total_crossbars == float_w.total_crossbars
+    # the Q/DQ pair on the graph input is part of the first operator
+    first = int8_w.operators[0]
+    kinds = [n for n in first.nodes if "QuantizeLinear" in n]
+    assert kinds and first.graph_input_elements == float_w.operators[0].graph_input_elements
+    # the weights stay int8 behind a DequantizeLinear (not folded to float constants)
+    graph = loaded.model.graph
+    int8_inits = {t.name for t in graph.initializer if t.data_type == onnx.TensorProto.INT8}
+    weight_dqs = [n for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] in int8_inits]
+    assert weight_dqs
+    assert {n.name for n in weight_dqs} <= set(int8_w.constant_nodes)
+    fused = {name for op in int8_w.operators for name in op.nodes}
+    assert not fused & set(int8_w.constant_nodes)
+
+
+# x -> Q -> DQ --+--> Conv a
+#                +--> Conv b        (two readers: the Q/DQ pair stays a host operator)
+def test_qdq_on_graph_input_with_two_readers_stays_on_host(tmp_path: Path) -> None:
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1,3,8,8] x) => (float[1,4,6,6] a, float[1,4,6,6] b) {
+          s = Constant <value = float {0.05}> ()
+          z = Constant <value = int8 {0}> ()
+          q = QuantizeLinear(x, s, z)
+          d = DequantizeLinear(q, s, z)
+          a = Conv(d, w1)
+          b = Conv(d, w2)
+        }""",
+        weights(w1=(4, 3, 3, 3), w2=(4, 3, 3, 3)),
+    )
+    w = load(save(model, tmp_path)).workload
+    assert [op.op_type for op in w.operators] == ["QuantizeLinear", "Conv", "Conv"]
+    q = w.operators[0]
+    assert len(q.nodes) == 2 and not q.cim_capable
+    assert [(e.src, e.elements) for e in w.edges] == [(q.name, 192), (q.name, 192)]
+
+
+def test_every_node_belongs_to_one_operator_or_is_constant(tmp_path: Path) -> None:
+    loaded = load(quantize_qdq(silu_net(), tmp_path))
+    names = [name for op in loaded.workload.operators for name in op.nodes]
+    assert len(names) == len(set(names))
+    covered = set(names) | set(loaded.workload.constant_nodes)
+    unassigned = [n for n in loaded.model.graph.node if n.name not in covered]
+    assert all(n.op_type == "Constant" for n in unassigned)
+
+
+def test_crossbar_size_changes_counts(tmp_path: Path) -> None:
+    # Gemm 256 -> 10: ceil(10/8) * ceil(256/64) = 2 * 4 = 8 crossbars of 8 x 64
+    w = load(save(clean_cnn(), tmp_path), crossbar_size=(8, 64)).workload
+    gemm = w.operators[-1]
+    assert gemm.crossbars == 8
+    assert (w.crossbar_rows, w.crossbar_cols) == (8, 64)
