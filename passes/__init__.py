@@ -5,6 +5,7 @@ from __future__ import annotations
 from cimsplit.passes.backend import (
     BACKENDS,
     Backend,
+    BackendMissing,
     BackendOutcome,
     BackendUnavailable,
     SolveOptions,
@@ -14,6 +15,7 @@ from cimsplit.passes.baselines import all_baselines, cpu_only, greedy, list_sche
 from cimsplit.passes.ilp import MilpModel, build_milp
 from cimsplit.passes.partition import SOLVER_CHOICES, partition, problem_from_costs
 from cimsplit.passes.problem import PartitionProblem
+from cimsplit.passes.report import result_to_json
 from cimsplit.passes.result import PartitionResult, Schedule, SolverStats
 from cimsplit.passes.schedule import host_order_by_start, simulate
 from cimsplit.passes.validate import InternalError, validate
@@ -21,6 +23,7 @@ from cimsplit.passes.validate import InternalError, validate
 __all__ = [
     "BACKENDS",
     "Backend",
+    "BackendMissing",
     "BackendOutcome",
     "BackendUnavailable",
     "InternalError",
@@ -40,6 +43,7 @@ __all__ = [
     "list_schedule",
     "partition",
     "problem_from_costs",
+    "result_to_json",
     "simulate",
     "single_split",
     "validate",
