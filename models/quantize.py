@@ -8,9 +8,12 @@ The recipe is the one onnxruntime documents for CPU inference:
    model would run it;
 2. ``quantize_static`` in QDQ format with MinMax calibration, weights QInt8
    per output channel (the CIM stores one signed 8-bit scale per column)
-   and activations QInt8 (the "S8S8" scheme the onnxruntime docs recommend
-   as the first choice for QDQ models on x86 and ARM; it also matches a
-   crossbar driven with signed inputs).
+   and activations QInt8 ("S8S8": quantize_static's default activation
+   type and the combination onnxruntime's quantization guide suggests
+   trying first for QDQ; it also matches a crossbar driven with signed
+   inputs). ORT's QDQ quantizer drops a Relu/Clip that directly precedes a
+   QuantizeLinear (the quantized range clips instead), so int8 graphs have
+   fewer activation nodes than their float originals.
 
 Calibration uses a few seeded Gaussian images: the weights are random, so
 real images would calibrate nothing better. All temporary files live in a
