@@ -94,6 +94,9 @@ class SweepOutcome:
 class SweepObserver:
     """Progress hooks (the CLI draws a tqdm bar); the default does nothing."""
 
+    def preparing(self, model: str, host: str) -> None:
+        """About to load, profile (maybe for minutes) and cost ``model`` for ``host``."""
+
     def started(self, total: int, reused: Sequence[dict[str, Any]]) -> None:
         """``total`` points in the grid, ``reused`` rows already done by an earlier run."""
 
@@ -173,7 +176,9 @@ def _message(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def build_tasks(spec: SweepSpec, models: Mapping[str, Path], hosts: Sequence[HostSpec]) -> list[PointTask]:
+def build_tasks(
+    spec: SweepSpec, models: Mapping[str, Path], hosts: Sequence[HostSpec], observer: SweepObserver | None = None
+) -> list[PointTask]:
     """One task per grid point, in grid order; a point that cannot be built carries its error."""
     from cimsplit.compiler import frontend
     from cimsplit.compiler.costs import build_costs
@@ -186,6 +191,8 @@ def build_tasks(spec: SweepSpec, models: Mapping[str, Path], hosts: Sequence[Hos
         loaded_by_size: dict[tuple[int, int], Any] = {}
         for host in hosts:
             points = [SweepPoint(model_label, host.label, c, t) for c in spec.crossbars for t in spec.mvm_latencies_ns]
+            if observer is not None:
+                observer.preparing(model_label, host.label)
             try:
                 base = load_hardware(host.spec)
                 size = (base.crossbar_rows, base.crossbar_cols)
@@ -248,7 +255,7 @@ def run_sweep(
     grid = SweepGrid(tuple(models), tuple(h.label for h in hosts), tuple(spec.crossbars), tuple(spec.mvm_latencies_ns))
     if not len(grid):
         raise CimsplitError("the sweep grid is empty", hint="give at least one crossbar count and one MVM latency")
-    tasks = build_tasks(spec, models, hosts)
+    tasks = build_tasks(spec, models, hosts, observer)
     write_atomic(out_dir / MANIFEST, _manifest(spec, grid, models, hosts))
 
     previous = read_journal(out_dir)

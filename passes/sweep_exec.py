@@ -4,7 +4,8 @@ All three take the same picklable :class:`PointTask` list and yield
 ``(index, row)`` pairs as points finish (completion order, not grid order; the
 store puts rows back in grid order).  Local processes are started with
 ``spawn``: the parent has run onnxruntime sessions (profiling) whose threads
-make ``fork`` unsafe.  Stopping the iteration early (an interrupt, an error in
+make ``fork`` unsafe.  A worker that dies fails its point (an error row), not the
+sweep.  Stopping the iteration early (an interrupt, an error in
 the consumer) cancels the points not started yet.
 """
 
@@ -18,7 +19,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
 from cimsplit.compiler.errors import CimsplitError
-from cimsplit.passes.sweep_task import PointTask, run_point
+from cimsplit.passes.sweep_task import PointTask, error_row, run_point
 
 __all__ = ["execute", "default_workers"]
 
@@ -43,6 +44,15 @@ def execute(tasks: Sequence[PointTask], workers: int | None = None, scheduler: s
     return _pool(tasks, min(workers, len(tasks)))
 
 
+def _row(future: Any, task: PointTask) -> dict[str, Any]:
+    """The future's row; a worker that died (killed, out of memory) fails only its point."""
+    try:
+        return future.result()
+    except Exception as exc:
+        log.debug("worker failed on %s", task.point, exc_info=True)
+        return error_row(task.point, f"worker failed: {type(exc).__name__}: {exc}")
+
+
 def _pool(tasks: Sequence[PointTask], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
     executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:
@@ -51,7 +61,8 @@ def _pool(tasks: Sequence[PointTask], workers: int) -> Iterator[tuple[int, dict[
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             # Yield finished points in task order so that equal-time finishes stay deterministic.
             for future in sorted(done, key=pending.__getitem__):
-                yield pending.pop(future), future.result()
+                index = pending.pop(future)
+                yield index, _row(future, tasks[index])
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
 
@@ -73,7 +84,8 @@ def _dask(tasks: Sequence[PointTask], address: str) -> Iterator[tuple[int, dict[
         futures = [client.submit(run_point, task, pure=False) for task in tasks]
         index = {future.key: i for i, future in enumerate(futures)}
         for future in as_completed(futures):
-            yield index[future.key], future.result()
+            i = index[future.key]
+            yield i, _row(future, tasks[i])
     finally:
         client.cancel([f for f in futures if not f.done()])
         client.close()

@@ -107,6 +107,9 @@ class _ProgressBar:
         self.bar: Any = None
         self.best = 0.0
 
+    def preparing(self, model: str, host: str) -> None:
+        sys.stderr.write(f"sweep: preparing {model} for {host} (front end, host profile, costs)\n")
+
     def started(self, total: int, reused: list[dict[str, Any]]) -> None:
         from tqdm import tqdm
 
