@@ -1,6 +1,6 @@
 """Table I of the paper for the zoo models: ILP size and solve statistics, HiGHS and Gurobi, plain and improved.
 
-    .venv/bin/python bench/table1.py [--models resnet18,resnet50,mobilenetv2,yolov5n] [--time-limit 60]
+    .venv/bin/python bench/table1.py [--models resnet18,resnet50,mobilenet_v2,yolov5n] [--time-limit 60]
                                      [--profile-dir DIR] [--runs 10] [--int8] [--hw x86]
 
 At 100 crossbars and 50 ns MVM latency (the paper's headline point).  Host
@@ -47,7 +47,7 @@ def host_profile(name: str, loaded, profile_dir: Path, runs: int) -> HostProfile
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="resnet18,resnet50,mobilenetv2,yolov5n")
+    parser.add_argument("--models", default=",".join(zoo.NAMES))
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--profile-dir", default="out/profiles")
     parser.add_argument("--runs", type=int, default=10)

@@ -31,7 +31,7 @@ def host_order_from_starts(problem: PartitionProblem, on_host: Sequence[bool], s
     zero-length predecessor; then the order is rebuilt as the precedence-respecting
     order that always runs the ready host operator with the earliest start.
     """
-    finish = [s for s in start_ns]  # only the order matters here
+    finish = [start_ns[v] + (problem.t_host_ns[v] if on_host[v] else (problem.t_cim_ns[v] or 0.0)) for v in range(problem.n)]
     order = host_order_by_start(Schedule(tuple(on_host), tuple(start_ns), tuple(finish), 0.0))
     position = {v: i for i, v in enumerate(order)}
     if all(position[u] < position[v] for u, v, _ in problem.edges if u in position and v in position):
