@@ -50,7 +50,9 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)  # onnxslim edits its argument in place (freeze)
     try:
-        slimmed = onnxslim.slim(copy)
+        # weight_tying (merging equal weights) compares every pair of same-shaped
+        # constants: quadratic, and of no use for costing; skip it.
+        slimmed = onnxslim.slim(copy, skip_optimizations=["weight_tying"])
     except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
         log.warning("onnxslim failed (%s: %s); retrying with constant folding only", type(exc).__name__, exc)
         copy.CopyFrom(model)

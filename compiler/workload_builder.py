@@ -5,7 +5,9 @@ anchor decides CIM capability and the GEMM lowering (:mod:`im2col`).  Edges
 are activation tensors only: u -> v carries the elements of u's tensors that
 v reads.  ``n_in``/``n_out`` count the activation elements entering/leaving
 the operator (weights excluded; after fusion ``n_out`` is the fused
-activation's output).  Operators come in a deterministic topological order:
+activation's output).  A tensor and its Q/DQ/Identity copies count once
+(quantizers may give each reader its own DequantizeLinear of one
+QuantizeLinear).  Operators come in a deterministic topological order:
 Kahn's algorithm, ties broken by the first node index of each group.
 """
 
@@ -20,7 +22,7 @@ import onnx
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors
 from cimsplit.compiler.errors import CimsplitError
-from cimsplit.compiler.fusion import Graph, Group, activation_inputs, group_nodes
+from cimsplit.compiler.fusion import TRANSPARENT, Graph, Group, activation_inputs, group_nodes
 from cimsplit.compiler.im2col import GEMM_OPS, Lowering, lower
 from cimsplit.compiler.simplify import tensor_shapes
 from cimsplit.compiler.workload import Edge, Operator, Workload
@@ -73,17 +75,25 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
     edge_tensors: dict[tuple[int, int], set[str]] = defaultdict(set)
     n_in = [0] * len(groups)
     graph_in = [0] * len(groups)
+    roots: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        """The tensor ``name`` is a Q/DQ/Identity copy of (dedicated Q/DQ pairs count once)."""
+        if name not in roots:
+            p = graph.producer.get(name)
+            node = nodes[p] if p is not None else None
+            roots[name] = root(node.input[0]) if node is not None and node.op_type in TRANSPARENT and node.input else name
+        return roots[name]
+
     for gi, group in enumerate(groups):
         seen: set[str] = set()
         members = set(group.members)
         for m in group.members:
             for name in activation_inputs(nodes[m], consts):
-                if name in seen:
-                    continue
                 p = graph.producer.get(name)
-                if p is not None and p in members:
+                if (p is not None and p in members) or root(name) in seen:
                     continue
-                seen.add(name)
+                seen.add(root(name))
                 n_in[gi] += _elements(shapes.get(name))
                 if p is not None:
                     edge_tensors[(group_index[p], gi)].add(name)
@@ -93,12 +103,14 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
     graph_out = [0] * len(groups)
     for gi, group in enumerate(groups):
         members = set(group.members)
+        counted: set[str] = set()
         for m in group.members:
             for out in nodes[m].output:
                 if not out:
                     continue
                 readers = graph.consumers.get(out, ())
-                if out in graph_outputs or any(c not in members for c in readers):
+                if (out in graph_outputs or any(c not in members for c in readers)) and root(out) not in counted:
+                    counted.add(root(out))
                     n_out[gi] += _elements(shapes.get(out))
                 if out in graph_outputs:
                     graph_out[gi] += _elements(shapes.get(out))
@@ -109,7 +121,8 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
     position = {gi: k for k, gi in enumerate(order)}
     edges = tuple(
         Edge(src=nodes[groups[u].anchor].name, dst=nodes[groups[v].anchor].name,
-             elements=sum(_elements(shapes.get(t)) for t in tensors), tensors=tuple(sorted(tensors)))
+             elements=sum(_elements(shapes.get(t)) for t in {root(t): t for t in sorted(tensors)}.values()),
+             tensors=tuple(sorted(tensors)))
         for (u, v), tensors in sorted(edge_tensors.items(), key=lambda kv: (position[kv[0][0]], position[kv[0][1]]))
     )
     return Workload(

@@ -189,3 +189,27 @@ def test_crossbar_size_changes_counts(tmp_path: Path) -> None:
     gemm = w.operators[-1]
     assert gemm.crossbars == 8
     assert (w.crossbar_rows, w.crossbar_cols) == (8, 64)
+
+
+# x -> Conv -> Q --> DQ1 -> Sigmoid -> a        float twin: x -> Conv --> Sigmoid -> a
+#                \-> DQ2 -> Tanh    -> b                             \--> Tanh    -> b
+def test_dedicated_dq_per_reader_counts_the_tensor_once(tmp_path: Path) -> None:
+    body = """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1,3,8,8] x) => (float[1,4,6,6] a, float[1,4,6,6] b) {{
+          c = Conv(x, w)
+          {middle}
+          a = Sigmoid(d1)
+          b = Tanh(d2)
+        }}"""
+    float_model = parse(body.format(middle="d1 = Identity(c)\n d2 = Identity(c)"), weights(w=(4, 3, 3, 3)))
+    qdq_model = parse(body.format(middle="""s = Constant <value = float {0.05}> ()
+          z = Constant <value = int8 {0}> ()
+          q = QuantizeLinear(c, s, z)
+          d1 = DequantizeLinear(q, s, z)
+          d2 = DequantizeLinear(q, s, z)"""), weights(w=(4, 3, 3, 3)))
+    fw = load(save(float_model, tmp_path, "f.onnx")).workload
+    qw = load(save(qdq_model, tmp_path, "q.onnx")).workload
+    assert len(qw.operators) == len(fw.operators) == 3
+    assert qw.operators[0].n_out == fw.operators[0].n_out == 4 * 6 * 6  # 144, not 288
+    assert sorted(e.elements for e in qw.edges) == sorted(e.elements for e in fw.edges) == [144, 144]
