@@ -17,6 +17,11 @@ rule used here, in two steps:
    would enter and leave the merged group; a direct edge A -> B is harmless.
    The check runs on the group graph after all earlier merges, so the final
    group graph is acyclic.
+3. **Weights.**  Nodes that compute from weights only (a leftover
+   ``Constant``, the ``DequantizeLinear`` of a QDQ weight) would be ready at
+   the very start and land in the first segment, far from their use; when all
+   their consumers share their device they sit out steps 1-2 and then join the
+   earliest group that reads them, which keeps the group order topological.
 
 The groups are then ordered topologically (ties by their first node's index)
 and named per device in that order: ``host_0``, ``cim_0``, ``host_1``, ...
@@ -98,20 +103,20 @@ def _node_edges(nodes: list[onnx.NodeProto]) -> list[set[int]]:
     return succs
 
 
-def _segments(devices: list[str], succs: list[set[int]]) -> list[list[int]]:
-    """Step 1: contiguous same-device runs of a device-sticky topological order."""
+def _segments(devices: list[str], succs: list[set[int]], active: set[int]) -> list[list[int]]:
+    """Step 1: contiguous same-device runs of a device-sticky topological order of the ``active`` nodes."""
     n = len(devices)
     indegree = [0] * n
-    for u in range(n):
+    for u in active:
         for v in succs[u]:
             indegree[v] += 1
     ready: dict[str, list[int]] = {}
-    for v in range(n):
+    for v in sorted(active):
         if indegree[v] == 0:
             heapq.heappush(ready.setdefault(devices[v], []), v)
     segments: list[list[int]] = []
     current: str | None = None
-    for _ in range(n):
+    for _ in range(len(active)):
         if current is None or not ready.get(current):
             heads = [(heap[0], dev) for dev, heap in ready.items() if heap]
             if not heads:
@@ -125,6 +130,17 @@ def _segments(devices: list[str], succs: list[set[int]]) -> list[list[int]]:
             if indegree[w] == 0:
                 heapq.heappush(ready.setdefault(devices[w], []), w)
     return segments
+
+
+def _constant_nodes(nodes: list[onnx.NodeProto], graph_inputs: set[str]) -> set[int]:
+    """Nodes that compute from weights only (Constant, a weight's DequantizeLinear, ...)."""
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    const: set[int] = set()
+    for v, node in enumerate(nodes):
+        reads = node_inputs(node)
+        if all(t not in graph_inputs and (t not in producer or producer[t] in const) for t in reads):
+            const.add(v)
+    return const
 
 
 def _reaches_long(graph: dict[int, set[int]], a: int, b: int) -> bool:
@@ -147,9 +163,17 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
     nodes = list(model.graph.node)
     dev = [devices[node.name] for node in nodes]
     succs = _node_edges(nodes)
-    segments = _segments(dev, succs)
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = {i.name for i in model.graph.input if i.name not in initializers}
+    # Weight-only nodes whose consumers all share their device join their first consumer's
+    # group at the end (step 3) instead of the first segment, where they would be ready.
+    deferred = sorted(
+        v for v in _constant_nodes(nodes, graph_inputs)
+        if succs[v] and all(dev[w] == dev[v] for w in succs[v])
+    )
+    segments = _segments(dev, succs, set(range(len(nodes))) - set(deferred))
 
-    group_of = [0] * len(nodes)
+    group_of = [-1] * len(nodes)  # -1: deferred, placed in step 3
     for g, seg in enumerate(segments):
         for v in seg:
             group_of[v] = g
@@ -158,7 +182,7 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
     graph: dict[int, set[int]] = {g: set() for g in members}
     for u in range(len(nodes)):
         for v in succs[u]:
-            if group_of[u] != group_of[v]:
+            if group_of[u] >= 0 and group_of[v] >= 0 and group_of[u] != group_of[v]:
                 graph[group_of[u]].add(group_of[v])
 
     for b in range(len(segments)):
@@ -198,6 +222,13 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
                 heapq.heappush(heap, (min(members[h]), h))
     if len(order) != len(members):  # pragma: no cover - the merge rule forbids it
         raise AssertionError("partition graph is cyclic")
+    # Step 3: a deferred node joins the earliest group (in this order) that reads it.  Its
+    # own inputs are weights or deferred nodes placed no later, so every new edge points
+    # forward in the order and the order stays topological.
+    position = {g: k for k, g in enumerate(order)}
+    for v in reversed(deferred):
+        group_of[v] = min((group_of[w] for w in succs[v]), key=position.__getitem__)
+        members[group_of[v]].append(v)
     return [(gdev[g], [nodes[v].name for v in sorted(members[g])]) for g in order]
 
 

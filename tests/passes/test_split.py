@@ -159,6 +159,32 @@ def test_one_transfer_per_tensor_and_destination_device() -> None:
     assert attrs == {"src_device": b"cim", "dst_device": b"host", "bytes": 8, "latency_ns": pytest.approx(0.390625)}
 
 
+def test_weight_only_nodes_join_the_partition_that_reads_them() -> None:
+    """Constant k and its DequantizeLinear dq are ready at the start, yet belong with m:
+
+        x -> a: MatMul W1 [cim] -> h: Relu [host] -> m: MatMul [cim] -> y
+                  k: Constant int8 -> dq: DequantizeLinear [cim] --^
+    """
+    k = numpy_helper.from_array(np.arange(16, dtype=np.int8).reshape(4, 4), "kv")
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["t1"], name="a"),
+        helper.make_node("Constant", [], ["kq"], name="k", value=k),
+        helper.make_node("DequantizeLinear", ["kq", "scale"], ["wq"], name="dq"),
+        helper.make_node("Relu", ["t1"], ["t2"], name="h"),
+        helper.make_node("MatMul", ["t2", "wq"], ["y"], name="m"),
+    ]
+    model = _model(nodes, ["x"], ["y"], ["W1"])
+    model.graph.initializer.append(numpy_helper.from_array(np.array(0.1, np.float32), "scale"))
+    result = split(model, {"a": "cim", "k": "cim", "dq": "cim", "h": "host", "m": "cim"}, 1, BUS_BYTES_PER_S)
+    assert [(p.name, p.nodes) for p in result.plan.partitions] == [
+        ("cim_0", ("a",)), ("host_0", ("h",)), ("cim_1", ("k", "dq", "m")),
+    ]
+    assert result.plan.partition("cim_1").inputs == ("t2",)
+    _check_all(result)
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_allclose(_run(result.partitioned, {"x": x})["y"], _run(model, {"x": x})["y"], rtol=1e-6)
+
+
 # ------------------------------------------------------------ validity, numbers
 @pytest.mark.parametrize("devices", [
     CYCLE_DEVICES,
