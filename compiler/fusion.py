@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 
 import onnx
 
-__all__ = ["ACTIVATIONS", "TRANSPARENT", "Group", "Graph", "group_nodes"]
+from cimsplit.compiler.constants import STANDARD_DOMAINS, is_quantize_node
+
+__all__ = ["ACTIVATIONS", "TRANSPARENT", "Group", "Graph", "group_nodes", "is_transparent", "activation_inputs"]
 
 ACTIVATIONS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"})
 TRANSPARENT = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Identity"})
@@ -107,6 +109,11 @@ def activation_inputs(node: onnx.NodeProto, consts: set[str]) -> list[str]:
     return names
 
 
+def is_transparent(node: onnx.NodeProto) -> bool:
+    """Q/DQ (any domain onnxruntime writes them in), DynamicQuantizeLinear, Identity."""
+    return is_quantize_node(node) or (node.op_type in TRANSPARENT and node.domain in STANDARD_DOMAINS)
+
+
 def group_nodes(graph: Graph, capable: Callable[[int], bool]) -> list[Group]:
     """Partition the compute nodes into groups (rules in the module docstring)."""
     nodes, consts = graph.nodes, graph.consts
@@ -134,7 +141,7 @@ def group_nodes(graph: Graph, capable: Callable[[int], bool]) -> list[Group]:
         if i in pending:
             join(i, pending.pop(i))
             continue
-        if node.op_type in TRANSPARENT and node.domain in ("", "ai.onnx"):
+        if is_transparent(node):
             p = graph.producer.get(node.input[0]) if node.input else None
             if p is not None and p in group_of:
                 join(i, group_of[p])
@@ -172,7 +179,7 @@ def _forward_chain(graph: Graph, start: int) -> tuple[list[int], int | None]:
         if len(consumers) != 1:
             return chain, None
         (nxt,) = consumers
-        if graph.nodes[nxt].op_type in TRANSPARENT:
+        if is_transparent(graph.nodes[nxt]):
             chain.append(nxt)
             cur = nxt
             continue
@@ -228,7 +235,7 @@ def _try_fuse_activation(
         (nxt,) = consumers
         if nxt == mul:
             break
-        if graph.nodes[nxt].op_type not in TRANSPARENT:
+        if not is_transparent(graph.nodes[nxt]):
             return None
         cur = nxt
     mul_inputs = set(mul_node.input)

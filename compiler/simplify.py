@@ -29,7 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
-from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors
+from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.compiler.errors import CimsplitError
 
 __all__ = ["simplify", "name_nodes", "tensor_shapes", "infer_static_shapes"]
@@ -115,11 +115,14 @@ def tensor_shapes(model: onnx.ModelProto) -> dict[str, Shape | None]:
     return shapes
 
 
+_ORT_DOMAINS = STANDARD_DOMAINS | {"ai.onnx.ml", "com.microsoft"}
+
+
 def _downstream_of_custom(graph: onnx.GraphProto) -> set[str]:
-    """Tensors computed (transitively) from a custom-domain node's output."""
+    """Tensors computed (transitively) from the output of a node onnxruntime cannot run."""
     tainted: set[str] = set()
     for node in graph.node:
-        if node.domain not in STANDARD_DOMAINS or any(i in tainted for i in node.input):
+        if node.domain not in _ORT_DOMAINS or any(i in tainted for i in node.input):
             tainted.update(o for o in node.output if o)
     return tainted
 
@@ -187,8 +190,7 @@ def infer_static_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, Shape
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CimsplitError(f"shape inference failed on the simplified model: {first}") from None
     shapes = tensor_shapes(inferred)
-    consts = constant_tensors(inferred.graph)
-    unknown = [name for name, shape in shapes.items() if shape is None and name not in consts]
+    unknown = [name for name, shape in shapes.items() if shape is None]
     if not unknown:
         return inferred
     custom = _downstream_of_custom(inferred.graph)

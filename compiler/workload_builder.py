@@ -20,9 +20,9 @@ from collections import defaultdict
 
 import onnx
 
-from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors
+from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors, is_quantize_node
 from cimsplit.compiler.errors import CimsplitError
-from cimsplit.compiler.fusion import TRANSPARENT, Graph, Group, activation_inputs, group_nodes
+from cimsplit.compiler.fusion import Graph, Group, activation_inputs, group_nodes, is_transparent
 from cimsplit.compiler.im2col import GEMM_OPS, Lowering, lower
 from cimsplit.compiler.simplify import tensor_shapes
 from cimsplit.compiler.workload import Edge, Operator, Workload
@@ -40,6 +40,8 @@ def _elements(shape: tuple[int, ...] | None) -> int:
 
 def _host_reason(node: onnx.NodeProto) -> str | None:
     """Why a node stays on the host before any GEMM analysis, or None."""
+    if is_quantize_node(node):
+        return f"{node.op_type} runs on the host (not a Conv/Gemm/MatMul)"
     if node.domain not in STANDARD_DOMAINS:
         return f"custom-domain operator ({node.domain}::{node.op_type}) stays on the host as an opaque operator"
     if node.op_type in CONTROL_FLOW:
@@ -82,7 +84,7 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
         if name not in roots:
             p = graph.producer.get(name)
             node = nodes[p] if p is not None else None
-            roots[name] = root(node.input[0]) if node is not None and node.op_type in TRANSPARENT and node.input else name
+            roots[name] = root(node.input[0]) if node is not None and is_transparent(node) and node.input else name
         return roots[name]
 
     for gi, group in enumerate(groups):

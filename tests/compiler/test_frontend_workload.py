@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -213,3 +214,26 @@ def test_dedicated_dq_per_reader_counts_the_tensor_once(tmp_path: Path) -> None:
     assert len(qw.operators) == len(fw.operators) == 3
     assert qw.operators[0].n_out == fw.operators[0].n_out == 4 * 6 * 6  # 144, not 288
     assert sorted(e.elements for e in qw.edges) == sorted(e.elements for e in fw.edges) == [144, 144]
+
+
+# x -> Q -> DQ -> Conv(weight = com.microsoft DequantizeLinear(int8 w)) -> y
+# (onnxruntime's quantizer writes Q/DQ in its com.microsoft domain for int16/int4 types)
+def test_com_microsoft_dequantize_weight_is_constant(tmp_path: Path) -> None:
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+        g (float[1,3,8,8] x) => (float[1,4,6,6] y) {
+          s = Constant <value = float {0.05}> ()
+          z = Constant <value = int8 {0}> ()
+          q = com.microsoft.QuantizeLinear(x, s, z)
+          d = com.microsoft.DequantizeLinear(q, s, z)
+          wf = com.microsoft.DequantizeLinear(wq, s, z)
+          y = Conv(d, wf)
+        }""",
+        [onnx.numpy_helper.from_array(np.arange(108, dtype=np.int8).reshape(4, 3, 3, 3) % 7, "wq")],
+    )
+    w = load(save(model, tmp_path)).workload
+    (conv,) = w.operators
+    # Conv 3->4 3x3 on 8x8 -> 6x6: M = 4, N = 27, N_mvm = 36; Q/DQ of x fused in, weight DQ constant
+    assert (conv.cim_capable, conv.m, conv.n, conv.n_mvm) == (True, 4, 27, 36)
+    assert len(conv.nodes) == 3 and len(w.constant_nodes) == 1
