@@ -139,7 +139,9 @@ def group_nodes(graph: Graph, capable: Callable[[int], bool]) -> list[Group]:
         if not graph.compute[i] or i in absorbed:
             continue
         if i in pending:
-            join(i, pending.pop(i))
+            group = pending.pop(i)
+            for j in [i, *pre.pop(i, ())]:
+                join(j, group)
             continue
         if is_transparent(node):
             p = graph.producer.get(node.input[0]) if node.input else None
