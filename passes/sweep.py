@@ -178,8 +178,13 @@ def _message(exc: Exception) -> str:
 
 def build_tasks(
     spec: SweepSpec, models: Mapping[str, Path], hosts: Sequence[HostSpec], observer: SweepObserver | None = None
-) -> list[PointTask]:
-    """One task per grid point, in grid order; a point that cannot be built carries its error."""
+) -> tuple[list[PointTask], dict[tuple[str, str], dict[str, Any]]]:
+    """One task per grid point, in grid order; a point that cannot be built carries its error.
+
+    Also returns, per (model, host), where its host latencies come from: the
+    profile's CPU and its whole-model latency with all onnxruntime
+    optimizations (the honest CPU reference of DESIGN §3).
+    """
     from cimsplit.compiler import frontend
     from cimsplit.compiler.costs import build_costs
     from cimsplit.compiler.hardware import load_hardware
@@ -187,6 +192,7 @@ def build_tasks(
 
     solve = {"solver": spec.solver, "time_limit_s": spec.time_limit_s, "mip_gap": spec.mip_gap, "plain": spec.plain}
     tasks: list[PointTask] = []
+    references: dict[tuple[str, str], dict[str, Any]] = {}
     for model_label, path in models.items():
         loaded_by_size: dict[tuple[int, int], Any] = {}
         for host in hosts:
@@ -204,6 +210,11 @@ def build_tasks(
                 message = _message(exc)
                 tasks.extend(PointTask(p, None, error=message, **solve) for p in points)
                 continue
+            references[(model_label, host.label)] = {
+                "cpu": profile.cpu,
+                "profile": host.profile or "profiled on this machine",
+                "ort_all_optimizations_ns": profile.model_median_ns.get("optimizations_all"),
+            }
             for point in points:
                 try:
                     hardware = load_hardware(host.spec, crossbars=point.crossbars, mvm_latency_ns=point.mvm_latency_ns)
@@ -213,25 +224,32 @@ def build_tasks(
                     tasks.append(PointTask(point, None, error=_message(exc), **solve))
                     continue
                 tasks.append(PointTask(point, problem, fingerprint=task_fingerprint(problem, **solve), **solve))
-    return tasks
+    return tasks, references
 
 
-def _manifest(spec: SweepSpec, grid: SweepGrid, models: Mapping[str, Path], hosts: Sequence[HostSpec]) -> str:
+def _manifest(
+    spec: SweepSpec, grid: SweepGrid, models: Mapping[str, Path], hosts: Sequence[HostSpec],
+    references: Mapping[tuple[str, str], dict[str, Any]],
+) -> str:
     settings = asdict(spec)
     settings["models"] = {label: str(path) for label, path in models.items()}
     settings["hosts"] = {h.label: {"spec": h.spec, "profile": h.profile or ("this machine" if h.this_machine else None)} for h in hosts}
     settings["input_shapes"] = {k: list(v) for k, v in sorted(spec.input_shapes.items())}
     settings["host_profiles"] = dict(sorted(spec.host_profiles.items()))
     settings["grid"] = {"points": len(grid), **{k: list(v) for k, v in asdict(grid).items()}}
+    settings["host_references"] = {f"{model}@{host}": ref for (model, host), ref in references.items()}
     return json.dumps(settings, indent=1) + "\n"
 
 
-def write_reports(out_dir: Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
+def write_reports(
+    out_dir: Path, rows: Sequence[dict[str, Any]], references: Mapping[tuple[str, str], dict[str, Any]] | None = None
+) -> list[Path]:
     """Table I (``table1.md``) and the figures (``sweep_plots``) for ``rows``."""
     from cimsplit.passes.sweep_plots import write_figures
     from cimsplit.passes.sweep_table import table1_markdown
 
-    write_atomic(out_dir / "table1.md", table1_markdown(rows))
+    whole = {key: ref.get("ort_all_optimizations_ns") for key, ref in (references or {}).items()}
+    write_atomic(out_dir / "table1.md", table1_markdown(rows, whole))
     return [out_dir / "table1.md", *write_figures(out_dir, rows)]
 
 
@@ -255,8 +273,8 @@ def run_sweep(
     grid = SweepGrid(tuple(models), tuple(h.label for h in hosts), tuple(spec.crossbars), tuple(spec.mvm_latencies_ns))
     if not len(grid):
         raise CimsplitError("the sweep grid is empty", hint="give at least one crossbar count and one MVM latency")
-    tasks = build_tasks(spec, models, hosts, observer)
-    write_atomic(out_dir / MANIFEST, _manifest(spec, grid, models, hosts))
+    tasks, references = build_tasks(spec, models, hosts, observer)
+    write_atomic(out_dir / MANIFEST, _manifest(spec, grid, models, hosts, references))
 
     previous = read_journal(out_dir)
     rows_by_key: dict[tuple, dict[str, Any]] = {}
@@ -283,5 +301,5 @@ def run_sweep(
         rows = write_results(out_dir, grid.points(), rows_by_key)
     files = [out_dir / "results.csv", out_dir / "results.json", out_dir / MANIFEST]
     if reports:
-        files += write_reports(out_dir, rows)
+        files += write_reports(out_dir, rows, references)
     return SweepOutcome(out_dir, rows, computed, len(tasks) - len(todo), files)

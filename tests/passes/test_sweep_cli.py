@@ -23,14 +23,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler import frontend
 from cimsplit.compiler.cli import main
-from cimsplit.compiler.costs import build_costs
-from cimsplit.compiler.hardware import load_hardware
-from cimsplit.compiler.host_profile import HostProfile, profile_model
+from cimsplit.compiler.host_profile import profile_model
 from cimsplit.models import zoo
-from cimsplit.passes.partition import partition, problem_from_costs
 from cimsplit.passes.sweep import SweepObserver, SweepSpec, run_sweep
 from cimsplit.passes.sweep_store import JOURNAL, read_results
-from cimsplit.passes.sweep_task import COLUMNS, SOLVER_THREADS, TIME_COLUMNS
+from cimsplit.passes.sweep_task import COLUMNS, TIME_COLUMNS
 
 CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
 IMAGE = "32"  # zoo models at 32x32: the same graph as at 224, far cheaper to profile
@@ -124,20 +121,25 @@ def test_same_rows_in_process_in_a_pool_and_on_dask(inputs, tmp_path, capsys, da
     assert strip(csv_one) == strip(csv_two)
 
 
-def test_every_row_is_the_partition_of_that_point_alone(inputs, tmp_path, capsys) -> None:
+def test_every_row_is_what_cimsplit_partition_gives_for_that_point(inputs, tmp_path, capsys) -> None:
     assert main([*grid_args(inputs, tmp_path), "--workers", "1", "--no-plots"]) == 0
+    capsys.readouterr()
     for row in read_results(tmp_path):
         path = inputs["tiny"] if row["model"] == "tiny" else tmp_path / "models" / "resnet18.onnx"
-        loaded = frontend.load(path)
-        profile = HostProfile.load(inputs["profiles"] / f"{row['model']}.json")
-        hardware = load_hardware("x86", crossbars=row["crossbars"], mvm_latency_ns=row["mvm_latency_ns"])
-        result = partition(problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile)),
-                           threads=SOLVER_THREADS)
-        assert row["makespan_ns"] == result.schedule.makespan_ns
-        assert row["cpu_only_ns"] == result.cpu_only_ns
-        assert row["ops_on_cim"] == result.schedule.on_host.count(False)
-        assert row["crossbars_used"] == result.crossbars_used <= row["crossbars"]
-        assert row["speedup"] == pytest.approx(row["cpu_only_ns"] / row["makespan_ns"])
+        profile = inputs["profiles"] / f"{row['model']}.json"
+        assert main(["partition", str(path), "--host-profile", str(profile), "--crossbars", str(row["crossbars"]),
+                     "--mvm-latency", f"{row['mvm_latency_ns']:g}ns", "--json"]) == 0
+        alone = json.loads(capsys.readouterr().out)
+        # Both solves are optimal within the default relative MIP gap (1e-6).
+        assert row["status"] == alone["solver"]["status"] == "optimal"
+        assert row["makespan_ns"] == pytest.approx(alone["makespan_ns"], rel=2e-6)
+        assert row["cpu_only_ns"] == alone["cpu_only_ns"]
+        assert row["speedup"] == pytest.approx(alone["speedup"], rel=2e-6)
+        assert row["ops_on_cim"] == alone["operators_on_cim"]
+        assert row["ops_on_cim"] + row["ops_on_host"] == len(alone["operators"]) == alone["solver"]["n_operators"]
+        assert row["crossbars_used"] == alone["crossbars_used"] <= row["crossbars"]
+        assert (row["solver"], row["n_variables"], row["n_constraints"]) == (
+            alone["solver"]["name"], alone["solver"]["n_variables"], alone["solver"]["n_constraints"])
         # The host is single-core: busy time never exceeds the makespan.
         assert row["host_busy_ns"] <= row["makespan_ns"]
 

@@ -110,16 +110,21 @@ def test_local_pool_gives_the_rows_of_in_process_runs() -> None:
 
 
 def test_table1_counts_sizes_means_and_errors() -> None:
-    def row(model: str, variables: int, time_s: float, gap: float | None, status: str = "optimal") -> dict:
+    def row(model: str, variables: int, time_s: float, gap: float | None, status: str = "optimal", makespan_ns: float = 3e6) -> dict:
         return {"model": model, "host": "arm", "ops_on_cim": 3, "ops_on_host": 35, "n_variables": variables,
-                "n_constraints": 204, "time_s": time_s, "gap": gap, "status": status}
+                "n_constraints": 204, "time_s": time_s, "gap": gap, "status": status, "makespan_ns": makespan_ns,
+                "cpu_only_ns": 6e6}
 
-    rows = [row("resnet18", 44, 0.001, 0.0002), row("resnet18", 44, 0.003, 0.0), row("yolov5n", 3000, 600.0, 0.1, "time_limit"),
-            row("yolov5n", 3041, 500.0, None, "time_limit"), {"model": "yolov5n", "host": "arm", "status": "error"}]
-    lines = table1_markdown(rows).splitlines()
+    rows = [row("resnet18", 44, 0.001, 0.0002), row("resnet18", 44, 0.003, 0.0, makespan_ns=2e6),
+            row("yolov5n", 3000, 600.0, 0.1, "time_limit"), row("yolov5n", 3041, 500.0, None, "time_limit"),
+            {"model": "yolov5n", "host": "arm", "status": "error"}]
+    lines = table1_markdown(rows, {("resnet18", "arm"): 4e6}).splitlines()
     resnet = next(line for line in lines if line.startswith("| resnet18"))
     # mean time (0.001 + 0.003) / 2 = 0.002 s -> "< 0.01"; mean gap (0.0002 + 0) / 2 = 0.01 %.
     assert resnet == "| resnet18 | arm | 38 | 44 | 204 | < 0.01 | 0.01 | 2 | 0 | 0 |"
     yolo = next(line for line in lines if line.startswith("| yolov5n"))
     # sizes differ -> range; mean time (600 + 500) / 2 = 550 s; the gap without a bound is left out: 10 %.
     assert yolo == "| yolov5n | arm | 38 | 3,000–3,041 | 204 | 550.00 | 10.00 | 3 | 2 | 1 |"
+    # Honest references: best makespan 2 ms; 6 ms / 2 ms = 3x over the sum of medians, 4 ms / 2 ms = 2x over ORT.
+    assert "| resnet18 | arm | 6.000 | 4.000 | 2.000 | 3.00x | 2.00x |" in lines
+    assert "| yolov5n | arm | 6.000 | – | 3.000 | 2.00x | – |" in lines
