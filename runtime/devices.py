@@ -22,7 +22,10 @@ __all__ = ["Kernel", "Device", "CimDevice", "OrtCpuDevice", "FunctionalCimSimula
 
 @runtime_checkable
 class Kernel(Protocol):
-    """A loaded partition: feeds by input name in, outputs by name out."""
+    """A loaded partition: feeds by input name in, outputs by name out.
+
+    Returned arrays may be buffers of the kernel that its next ``run`` refills.
+    """
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
@@ -52,17 +55,38 @@ def session_options(threads: int = 1) -> ort.SessionOptions:
 
 
 class _OrtKernel:
-    """One onnxruntime session; ``run`` releases the GIL inside onnxruntime."""
+    """One onnxruntime session; ``run`` releases the GIL inside onnxruntime.
+
+    When every output has a static shape, outputs are written through an I/O
+    binding straight into arrays allocated once, so an inference allocates no
+    output memory; those arrays are refilled by the next ``run``.
+    """
 
     def __init__(self, model: onnx.ModelProto, threads: int) -> None:
         self._session = ort.InferenceSession(
             model.SerializeToString(), sess_options=session_options(threads), providers=["CPUExecutionProvider"],
         )
         self._outputs = [o.name for o in self._session.get_outputs()]
+        self._buffers: dict[str, np.ndarray] | None = {}
+        for out in model.graph.output:
+            tensor = out.type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+            if not tensor.HasField("shape") or min(dims, default=0) < 0 or out.name not in self._outputs:
+                self._buffers = None
+                break
+            self._buffers[out.name] = np.empty(dims, dtype=onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        values = self._session.run(self._outputs, dict(feeds))
-        return dict(zip(self._outputs, values))
+        if self._buffers is None:
+            values = self._session.run(self._outputs, dict(feeds))
+            return dict(zip(self._outputs, values))
+        binding = self._session.io_binding()
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        for name, buffer in self._buffers.items():
+            binding.bind_output(name, "cpu", 0, buffer.dtype, buffer.shape, buffer.ctypes.data)
+        self._session.run_with_iobinding(binding)
+        return dict(self._buffers)
 
 
 class OrtCpuDevice:

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 class Session:
     """Run a compiled model split over host and CIM.
 
+    ``run`` calls are not re-entrant (transfer buffers are reused between
+    inferences); use one session per thread.
+
     ``cim_device`` replaces the default functional CIM simulator (any object
     with ``name`` and ``load(model) -> kernel``); ``threads`` is the intra-op
     thread count of every onnxruntime session.
@@ -55,6 +58,8 @@ class Session:
         self._executors = {name: ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"cimsplit-{name}")
                            for name in self.devices}
         self.counter = TransferCounter()
+        self._handed_out = {o.name for o in self.manifest.outputs}
+        """Graph outputs go to the caller: their transfers get fresh arrays, never a reused buffer."""
         self.timeline: Timeline = replay(self.manifest.plan["timeline"])
         self.runs = 0
 
@@ -97,7 +102,8 @@ class Session:
         for tensor, value in values.items():
             for tr in self._transfers_by_tensor.get(tensor, ()):
                 if tr.src_device == device:
-                    self.counter.copy(value, buffers[tr.dst_device], tensor, tr.bytes, tr.latency_ns)
+                    stage = None if tensor in self._handed_out else tr.dst_device
+                    self.counter.copy(value, buffers[tr.dst_device], tensor, tr.bytes, tr.latency_ns, stage)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One inference: the original model's outputs, by name."""
@@ -137,7 +143,8 @@ class Session:
         missing = [name for name in self.output_names if name not in buffers["host"]]
         if missing:
             raise RuntimeError(f"the manifest never brings outputs {missing} to the host")
-        return {name: buffers["host"][name] for name in self.output_names}
+        # Kernels may reuse their output arrays next run: hand out copies (graph outputs are small).
+        return {name: np.array(buffers["host"][name], copy=True) for name in self.output_names}
 
     @staticmethod
     def _feeds(part: PartitionEntry, buffers: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
