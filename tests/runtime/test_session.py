@@ -171,3 +171,16 @@ def test_the_runtime_follows_the_manifest_not_file_names(tmp_path) -> None:
     x = np.ones((2, 4), np.float32)
     with Session(out) as session:
         np.testing.assert_allclose(session.run({"x": x})["y"], original(path, x)[0], rtol=1e-6)
+
+
+def test_outputs_handed_out_are_not_refilled_by_the_next_run(tmp_path) -> None:
+    """Kernels reuse their output buffers between runs; what ``run`` returned must not change."""
+    path = cycle_model(tmp_path)
+    for devices in (CYCLE, {n: "host" for n in CYCLE}):
+        out, _ = compile_dir(path, devices, tmp_path / f"out_{len(set(devices.values()))}")
+        with Session(out) as session:
+            first = session.run({"x": np.ones((2, 4), np.float32)})["y"]
+            kept = first.copy()
+            second = session.run({"x": np.full((2, 4), -3.0, np.float32)})["y"]
+        np.testing.assert_array_equal(first, kept)
+        assert not np.array_equal(first, second)
