@@ -16,8 +16,10 @@ input vector.  Every CIM-capable node is lowered to a weight matrix of
   m = M, n = K, n_mvm = the activation's columns times its batch dims.
 
 Crossbars (eq. 1): ceil(m / rows) * ceil(n / cols) for a rows x cols crossbar.
-Quantized forms (QLinearConv, ConvInteger, QLinearMatMul, MatMulInteger) have
-the GEMM of their float forms; only the weight's input position differs.
+Quantized forms (QLinearConv, ConvInteger, QLinearMatMul, MatMulInteger, and
+onnxruntime's com.microsoft QGemm) have the GEMM of their float forms; only
+the weight's input position differs.  ORT's saved FusedConv/FusedGemm lower
+like Conv/Gemm.
 """
 
 from __future__ import annotations
@@ -27,15 +29,27 @@ from dataclasses import dataclass
 
 import onnx
 
-__all__ = ["Gemm", "crossbars", "lower", "Lowering", "CONV_OPS", "MATMUL_OPS", "GEMM_OPS", "weight_index"]
+__all__ = ["Gemm", "crossbars", "lower", "Lowering", "CONV_OPS", "MATMUL_OPS", "GEMM_LIKE_OPS", "GEMM_OPS",
+           "is_gemm_node", "weight_index"]
 
 Shape = tuple[int, ...]
 
-CONV_OPS = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
+CONV_OPS = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3, "FusedConv": 1}
 """Conv-like op -> position of its weight input."""
 MATMUL_OPS = {"MatMul": (0, 1), "MatMulInteger": (0, 1), "QLinearMatMul": (0, 3)}
-"""MatMul-like op -> positions of its (A, B) inputs."""
-GEMM_OPS = frozenset({"Gemm", *CONV_OPS, *MATMUL_OPS})
+"""MatMul-like op (numpy semantics) -> positions of its (A, B) inputs."""
+GEMM_LIKE_OPS = {"Gemm": (0, 1), "QGemm": (0, 3), "FusedGemm": (0, 1)}
+"""Gemm-like op (2-D, transA/transB) -> positions of its (A, B) inputs."""
+GEMM_OPS = frozenset({*GEMM_LIKE_OPS, *CONV_OPS, *MATMUL_OPS})
+_MS_GEMM_OPS = frozenset({"QGemm", "FusedGemm", "FusedConv"})
+"""onnxruntime's com.microsoft forms: QGemm (QOperator quantization), FusedConv/FusedGemm (saved ORT optimizations)."""
+
+
+def is_gemm_node(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is a Conv/Gemm/MatMul form this module can lower."""
+    if node.domain in ("", "ai.onnx"):
+        return node.op_type in GEMM_OPS and node.op_type not in _MS_GEMM_OPS
+    return node.domain == "com.microsoft" and node.op_type in _MS_GEMM_OPS
 
 
 @dataclass(frozen=True)
@@ -75,8 +89,8 @@ def weight_index(node: onnx.NodeProto, consts: set[str]) -> int | None:
     if node.op_type in CONV_OPS:
         i = CONV_OPS[node.op_type]
         return i if len(node.input) > i and node.input[i] in consts else None
-    if node.op_type == "Gemm":
-        pairs = (0, 1)
+    if node.op_type in GEMM_LIKE_OPS:
+        pairs = GEMM_LIKE_OPS[node.op_type]
     elif node.op_type in MATMUL_OPS:
         pairs = MATMUL_OPS[node.op_type]
     else:
@@ -106,8 +120,8 @@ def lower(node: onnx.NodeProto, consts: set[str], shapes: dict[str, Shape | None
         if weight_index(node, consts) is None:
             return Lowering(None, _not_constant(node, consts, (w_pos,)))
         return _lower_conv(node, node.input[w_pos], shapes, rows, cols)
-    if op == "Gemm" or op in MATMUL_OPS:
-        a_pos, b_pos = (0, 1) if op == "Gemm" else MATMUL_OPS[op]
+    if op in GEMM_LIKE_OPS or op in MATMUL_OPS:
+        a_pos, b_pos = GEMM_LIKE_OPS[op] if op in GEMM_LIKE_OPS else MATMUL_OPS[op]
         w = weight_index(node, consts)
         if w is None:
             return Lowering(None, _not_constant(node, consts, (a_pos, b_pos)))
@@ -141,7 +155,7 @@ def _lower_matmul(
     x_shape = shapes.get(x_name)
     if w_shape is None or x_shape is None:
         return Lowering(None, "shape of the weight or activation is unknown")
-    if node.op_type == "Gemm":
+    if node.op_type in GEMM_LIKE_OPS:
         trans_w = int(_attr(node, "transB" if weight_on_right else "transA", 0))  # type: ignore[arg-type]
         trans_x = int(_attr(node, "transA" if weight_on_right else "transB", 0))  # type: ignore[arg-type]
         w2 = tuple(reversed(w_shape)) if trans_w else tuple(w_shape)

@@ -23,7 +23,7 @@ import onnx
 from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors, is_quantize_node
 from cimsplit.compiler.errors import CimsplitError
 from cimsplit.compiler.fusion import Graph, Group, activation_inputs, group_nodes, is_transparent
-from cimsplit.compiler.im2col import GEMM_OPS, Lowering, lower
+from cimsplit.compiler.im2col import Lowering, is_gemm_node, lower
 from cimsplit.compiler.simplify import tensor_shapes
 from cimsplit.compiler.workload import Edge, Operator, Workload
 
@@ -40,15 +40,15 @@ def _elements(shape: tuple[int, ...] | None) -> int:
 
 def _host_reason(node: onnx.NodeProto) -> str | None:
     """Why a node stays on the host before any GEMM analysis, or None."""
+    if is_gemm_node(node):
+        return None
     if is_quantize_node(node):
         return f"{node.op_type} runs on the host (not a Conv/Gemm/MatMul)"
     if node.domain not in STANDARD_DOMAINS:
         return f"custom-domain operator ({node.domain}::{node.op_type}) stays on the host as an opaque operator"
     if node.op_type in CONTROL_FLOW:
         return f"control flow ({node.op_type}) stays on the host as an opaque operator"
-    if node.op_type not in GEMM_OPS:
-        return f"{node.op_type} runs on the host (not a Conv/Gemm/MatMul)"
-    return None
+    return f"{node.op_type} runs on the host (not a Conv/Gemm/MatMul)"
 
 
 def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256, 256)) -> Workload:

@@ -189,8 +189,11 @@ def integer_ops() -> onnx.ModelProto:
     )
 
 
-def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx") -> Path:
-    """Quantize ``model`` to int8 QDQ with onnxruntime (seeded calibration data)."""
+def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx", qoperator: bool = False) -> Path:
+    """Quantize ``model`` to int8 with onnxruntime (seeded calibration data).
+
+    QDQ format by default; ``qoperator`` writes QLinearConv / com.microsoft QGemm instead.
+    """
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     src = save(model, folder, "float_for_quant.onnx")
@@ -206,7 +209,8 @@ def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx") 
 
     out = Path(folder) / name
     quantize_static(
-        str(src), str(out), Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+        str(src), str(out), Reader(), quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8 if qoperator else QuantType.QInt8,
         weight_type=QuantType.QInt8, per_channel=True,
         extra_options={"QDQKeepRemovableActivations": True},
     )

@@ -237,3 +237,12 @@ def test_com_microsoft_dequantize_weight_is_constant(tmp_path: Path) -> None:
     # Conv 3->4 3x3 on 8x8 -> 6x6: M = 4, N = 27, N_mvm = 36; Q/DQ of x fused in, weight DQ constant
     assert (conv.cim_capable, conv.m, conv.n, conv.n_mvm) == (True, 4, 27, 36)
     assert len(conv.nodes) == 3 and len(w.constant_nodes) == 1
+
+
+def test_qoperator_quantization_matches_float(tmp_path: Path) -> None:
+    # onnxruntime's QOperator format: Q -> QLinearConv -> Flatten -> com.microsoft QGemm -> DQ
+    float_w = load(save(clean_cnn(), tmp_path)).workload
+    int8_w = load(quantize_qdq(clean_cnn(), tmp_path, "qop.onnx", qoperator=True)).workload
+    assert [op.op_type for op in int8_w.operators] == ["QLinearConv", "Flatten", "QGemm"]
+    assert gemm_view(int8_w) == gemm_view(float_w)  # conv 4x27 x64, gemm 10x256 x1
+    assert int8_w.total_crossbars == float_w.total_crossbars == 2
