@@ -179,13 +179,11 @@ def _fig5(plt: Any, out_dir: Path, model: str, rows: list[Row]) -> list[Path]:
         ax.bar(xs, busy, 0.7, color=_DARK, label="host CPU computing (operators on host)")
         ax.bar(xs, waiting, 0.7, bottom=busy, color=_LIGHT, label="waiting for CIM and bus (operators on CIM)")
         ax.axhline(mine[0]["cpu_only_ns"] / scale, color="grey", ls=":", lw=1, label="CPU-only latency")
+        top = max(b + w for b, w in zip(busy, waiting))
         if len(mine) <= _MAX_LABELLED_BARS:
-            top = max(b + w for b, w in zip(busy, waiting))
             for x, b, w, r in zip(xs, busy, waiting, mine):
-                ax.text(x, b / 2, str(r["ops_on_host"]), ha="center", va="center", color="white", fontsize=6)
-                # A light part too thin to hold text gets its count just above the bar.
-                y = b + w / 2 if w > 0.06 * top else b + w + 0.02 * top
-                ax.text(x, y, str(r["ops_on_cim"]), ha="center", va="center" if w > 0.06 * top else "bottom", fontsize=6)
+                _count_labels(ax, x, b, w, r["ops_on_host"], r["ops_on_cim"], top)
+        ax.set_ylim(0, top * 1.15)  # room for counts written above the bars
         ax.set_xticks(xs, [f"{r['crossbars']}\n{r['mvm_latency_ns']:g}" for r in mine], fontsize=6)
         ax.set_xlabel("crossbars / MVM latency (ns)")
         ax.set_ylabel(f"latency ({unit})")
@@ -196,6 +194,19 @@ def _fig5(plt: Any, out_dir: Path, model: str, rows: list[Row]) -> list[Path]:
     paths = _save(fig, out_dir, f"fig5_{_safe(model)}")
     plt.close(fig)
     return paths
+
+
+def _count_labels(ax: Any, x: float, busy: float, waiting: float, on_host: int, on_cim: int, top: float) -> None:
+    """Operator counts on their parts of the bar; a part too thin for text gets its count above the bar."""
+    room = 0.06 * top
+    above = busy + waiting + 0.01 * top
+    for count, low, height, inside_color in ((on_host, 0.0, busy, "white"), (on_cim, busy, waiting, "black")):
+        if height >= room:
+            ax.text(x, low + height / 2, str(count), ha="center", va="center", color=inside_color, fontsize=6)
+        else:
+            color = _DARK if inside_color == "white" else "#4a7fb0"
+            ax.text(x, above, str(count), ha="center", va="bottom", color=color, fontsize=6, fontweight="bold")
+            above += 0.045 * top
 
 
 def _budget(plt: Any, out_dir: Path, model: str, rows: list[Row]) -> list[Path]:
