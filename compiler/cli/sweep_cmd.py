@@ -24,11 +24,28 @@ from typing import Any
 from cimsplit.compiler.errors import CimsplitError
 
 
+EPILOG = """\
+values: lists (25,50,100) or ranges START:STOP:STEP with both ends inclusive
+(0:400:25 = 0,25,...,400); a time unit written once at the end applies to
+every bare number (50:1000:50ns, 0.05,1us; no unit = ns).
+
+hosts: x86 means this machine, profiled here (cached per model). Any other
+host (arm, a TOML file) needs latencies measured on that board: run
+`cimsplit profile MODEL -o FILE` there and pass --host-profile arm=FILE (or a
+folder of MODEL.json); without one its points fail with that message.
+
+resume: the journal DIR/journal.jsonl keeps every finished point; rerunning
+with the same DIR solves only the points that are missing or whose costs or
+solver settings changed. Exit status 1 if some points failed.
+"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "sweep", help="design-space exploration over models, hosts, crossbar counts and MVM latencies",
         description="Partition every (model, host, crossbars, MVM latency) point; write results.csv/json, "
         "the paper's Fig. 3-5 and Table I.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("models", nargs="*", metavar="MODEL", help="ONNX files or zoo names (resnet18, resnet50, mobilenet_v2, yolov5n)")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (rerun with it to resume)")
@@ -88,10 +105,11 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         hosts = tuple(h.strip() for h in (args.hw or "x86").split(",") if h.strip())
         if not hosts:
             raise CimsplitError(f"--hw {args.hw!r} names no host", hint="e.g. --hw x86,arm")
+    from cimsplit.compiler.cli.partition_cmd import check_solver_args
+
+    check_solver_args(args)  # a bad --solver or --mip-gap fails now, not in every point
     crossbars = parse_int_values(args.crossbars) if args.crossbars else PAPER_CROSSBARS
     latencies = parse_time_values(args.mvm_latency) if args.mvm_latency else PAPER_MVM_LATENCIES_NS
-    if args.time_limit <= 0:
-        raise CimsplitError(f"--time-limit must be positive, got {args.time_limit}")
     return SweepSpec(
         models=models, hosts=hosts, crossbars=crossbars, mvm_latencies_ns=latencies,
         host_profiles=_host_profiles(args.host_profile), input_shapes=parse_input_shapes(args.input_shape),

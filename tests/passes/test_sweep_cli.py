@@ -165,6 +165,7 @@ def test_a_host_without_profile_fails_its_points_only(inputs, tmp_path, capsys) 
     (["sweep", "resnet18", "--host-profile", "arm=x.json", "-o", "OUT"], "not in --hw"),
     (["sweep", "resnet18", "--host-profile", "x.json", "-o", "OUT"], "HW=FILE"),
     (["sweep", "-o", "OUT"], "no model"),
+    (["sweep", "resnet18", "--solver", "simplex-by-hand", "-o", "OUT"], "unknown solver"),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, needle, tmp_path, capsys) -> None:
     argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
