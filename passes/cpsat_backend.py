@@ -44,9 +44,10 @@ Otherwise two facts keep the answer exact:
    makespan and the real lower bound, rounding included.
 
 Determinism.  CP-SAT's parallel portfolio is not deterministic; with
-``deterministic=True`` (the default) it runs ``interleave_search``, whose result
-does not depend on thread timing, and stops on a deterministic time limit
-derived from the wall limit (the wall limit stays as a guard).
+``deterministic=True`` (the default) it runs ``interleave_search``, whose path
+does not depend on thread timing, so every solve that finishes before the time
+limit returns the same schedule.  A solve stopped by the wall-clock limit may
+stop at a different incumbent on a busier machine (as with any solver).
 """
 
 from __future__ import annotations
@@ -162,7 +163,6 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     begin = time.perf_counter()
     n = problem.n
     gap_limit = DEFAULT_MIP_GAP if mip_gap is None else float(mip_gap)
-    budget_s = 0.0
     if not plain and (warm_start is None or heuristic_time_s):
         budget_s = heuristic_time_s if heuristic_time_s else min(1.0, 0.05 * time_limit_s, 0.005 * n)
         found = best_heuristic(problem, budget_s, seed)
@@ -255,7 +255,10 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
             members = [w for w in range(v + 1, n) if (desc[v] >> w) & 1]
             if len(members) >= 2:
                 m.Add(makespan >= finish(v) + sum(host[w] * x[w] for w in members))
+        extra_hints = _add_idle_chain_cut(m, makespan, max(t_lower, ub), s, x, host, capable, anc, desc, n, hint)
         if hint is not None:
+            for var, value in extra_hints:
+                m.AddHint(var, value)
             for v in range(n):
                 if capable[v]:
                     m.AddHint(x[v], int(hint.on_host[v]))
@@ -276,12 +279,10 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     prm.relative_gap_limit = gap_limit
     prm.log_search_progress = verbose
     if deterministic:
-        # interleaved search does not depend on thread timing; stopping on deterministic
-        # time (about seconds of work) keeps a time-limited result reproducible, the wall
-        # limit (doubled) only guards against a machine much slower than expected.
+        # Interleaved search does not depend on thread timing: a solve that ends before the
+        # time limit (proven optimum) gives the same answer every run.  A wall-clock limit
+        # can still cut it at a different point, as with any solver's time limit.
         prm.interleave_search = True
-        prm.max_deterministic_time = max(0.05, time_limit_s - budget_s)
-        prm.max_time_in_seconds = 2.0 * remaining + 1.0
     cb = _Incumbents(begin, unit) if record else None
     code = solver.Solve(m, cb.callback if cb else None)
     elapsed = time.perf_counter() - begin
@@ -323,6 +324,84 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     log.info("cp-sat %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,
              outcome.objective_ns, bound_ns, elapsed, n_vars, n_cons)
     return CpSatRun(outcome, schedule, unit, exact, cb.callback.trace if cb else [])
+
+
+def _host_chain(capable: list[bool], anc: list[int], n: int) -> list[int]:
+    """Longest chain (by count) of host-only operators, each an ancestor of the next."""
+    fixed = [v for v in range(n) if not capable[v]]
+    length: dict[int, int] = {}
+    prev: dict[int, int | None] = {}
+    for v in fixed:
+        best, arg = 0, None
+        for u in fixed:
+            if u >= v:
+                break
+            if (anc[v] >> u) & 1 and length[u] > best:
+                best, arg = length[u], u
+        length[v], prev[v] = best + 1, arg
+    if not fixed:
+        return []
+    v: int | None = max(fixed, key=lambda w: (length[w], -w))
+    chain = []
+    while v is not None:
+        chain.append(v)
+        v = prev[v]
+    return chain[::-1]
+
+
+def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n, hint=None) -> list:
+    """Host idle time forced along a chain of host-only operators (keeps the optimum).
+
+    Take host-only operators v_1, ..., v_k, each an ancestor of the next.  The
+    windows W_0 = [0, s_1] and W_i = [f_i, s_{i+1}] are disjoint and inside [0, T].
+    Only operators that are neither ancestors of v_i (nor v_i) nor descendants of
+    v_{i+1} (nor v_{i+1}) can run on the host inside W_i (call them F_i).  With
+    ``y_wi`` the time operator w runs inside W_i: ``sum_i y_wi <= x_w·T_host,w``
+    (the windows are disjoint) and the host idles ``idle_i = |W_i| - sum_{w in
+    F_i} y_wi >= 0`` there.  Host operators do not overlap, so
+    ``T >= sum_v x_v·T_host,v + sum_i idle_i``.  Every schedule satisfies these rows
+    with its own overlaps y and idle times, so no solution is lost.  The
+    host-load rows alone see the work or the waiting (for CIM operators on the
+    chain); this one adds the waiting to the work.  (Its LP relaxation lets an
+    operator fill several windows, as if preempted: it is weakest when a long
+    operator runs beside a chain of short waits.)
+    Returns (variable, value) pairs that complete a hint schedule.
+    """
+    chain = _host_chain(capable, anc, n)
+    if len(chain) < 2:
+        return []
+    everything = (1 << n) - 1
+    windows = [(None, chain[0])] + list(zip(chain, chain[1:]))
+    fill: dict[int, list] = {}
+    idles, hints = [], []
+    for i, (a, b) in enumerate(windows):
+        blocked = (desc[b] | (1 << b)) | (0 if a is None else (anc[a] | (1 << a)))
+        free = everything & ~blocked
+        members = [w for w in range(n) if (free >> w) & 1 and host[w] > 0]
+        opens = 0 if a is None else s[a] + host[a]
+        ys = []
+        for w in members:
+            y = m.NewIntVar(0, host[w], f"y{w}_{i}")
+            fill.setdefault(w, []).append(y)
+            ys.append(y)
+        idle = m.NewIntVar(0, max(0, ub), f"idle{i}")
+        m.Add(idle == s[b] - opens - sum(ys))
+        idles.append(idle)
+        if hint is not None:
+            w_open = 0.0 if a is None else hint.finish_ns[a]
+            w_close = hint.start_ns[b]
+            busy = 0
+            for w, y in zip(members, ys):
+                overlap = 0
+                if hint.on_host[w]:
+                    overlap = int(round(max(0.0, min(hint.finish_ns[w], w_close) - max(hint.start_ns[w], w_open))))
+                hints.append((y, overlap))
+                busy += overlap
+            hints.append((idle, int(round(w_close - w_open)) - busy))
+    for w, ys in fill.items():
+        m.Add(sum(ys) <= host[w] * x[w])
+    m.Add(makespan >= sum(host[v] * x[v] for v in range(n)) + sum(idles))
+    return hints
 
 
 class CpSatBackend:
