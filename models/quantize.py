@@ -11,9 +11,9 @@ The recipe is the one onnxruntime documents for CPU inference:
    and activations QInt8 ("S8S8": quantize_static's default activation
    type and the combination onnxruntime's quantization guide suggests
    trying first for QDQ; it also matches a crossbar driven with signed
-   inputs). ORT's QDQ quantizer drops a Relu/Clip that directly precedes a
-   QuantizeLinear (the quantized range clips instead), so int8 graphs have
-   fewer activation nodes than their float originals.
+   inputs). ``QDQKeepRemovableActivations`` keeps the Relu/Clip nodes that the
+   quantizer would otherwise fold into the quantized range, so an int8 graph
+   has the same operators as its float original.
 
 Calibration uses a few seeded Gaussian images: the weights are random, so
 real images would calibrate nothing better. All temporary files live in a
@@ -90,6 +90,10 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
             per_channel=True,
             weight_type=QuantType.QInt8,
             activation_type=QuantType.QInt8,
+            # Keep Relu/Clip before a QuantizeLinear (by default the quantizer folds them
+            # into the quantized range): the int8 workload then has the same operators as
+            # the float one, each activation fused into its producer by the front end.
+            extra_options={"QDQKeepRemovableActivations": True},
         )
         quantized = onnx.load(str(int8_path))
     quantized.ir_version = IR_VERSION
