@@ -164,7 +164,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     n = problem.n
     gap_limit = DEFAULT_MIP_GAP if mip_gap is None else float(mip_gap)
     if not plain and (warm_start is None or heuristic_time_s):
-        budget_s = heuristic_time_s if heuristic_time_s else min(1.0, 0.05 * time_limit_s, 0.005 * n)
+        budget_s = heuristic_time_s if heuristic_time_s else min(1.0, 0.05 * time_limit_s, 0.002 * n)
         found = best_heuristic(problem, budget_s, seed)
         if warm_start is None or found.makespan_ns < warm_start.makespan_ns:
             warm_start = found
@@ -208,6 +208,12 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     t_lower = max((release[v] + min_dur[v] + tail[v] for v in range(n)), default=0) if not plain else 0
     makespan = m.NewIntVar(t_lower, max(t_lower, ub), "T")
 
+    def load(members) -> object:
+        """sum_{u in members} x_u·T_host,u as one flat expression (forced-host terms are constants)."""
+        free = [u for u in members if capable[u] and host[u] > 0]
+        fixed = sum(host[u] for u in members if not capable[u])
+        return cp_model.LinearExpr.WeightedSum([x[u] for u in free], [host[u] for u in free]) + fixed
+
     def finish(v: int):
         return s[v] + acc[v] + (host[v] - acc[v]) * x[v] if capable[v] else s[v] + host[v]  # eq. 7
 
@@ -243,19 +249,19 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
             m.Add(makespan >= finish(v))  # eq. 6
     cim_able = [v for v in range(n) if capable[v]]
     if sum(problem.crossbars[v] for v in cim_able) > problem.budget:
-        m.Add(sum(problem.crossbars[v] * (1 - x[v]) for v in cim_able) <= problem.budget)  # eq. 14
+        on_cim = cp_model.LinearExpr.WeightedSum([x[v] for v in cim_able], [-problem.crossbars[v] for v in cim_able])
+        m.Add(on_cim + sum(problem.crossbars[v] for v in cim_able) <= problem.budget)  # eq. 14
     if not plain:
-        host_load = [host[v] * x[v] for v in range(n)]
-        m.Add(makespan >= sum(host_load))  # host-load cut
+        m.Add(makespan >= load(range(n)))  # host-load cut
         anc, desc = dag.ancestors(problem), dag.descendants(problem)
         for v in range(n):
             members = [u for u in range(v) if (anc[v] >> u) & 1]
             if len(members) >= 2:
-                m.Add(s[v] >= sum(host[u] * x[u] for u in members))
+                m.Add(s[v] >= load(members))
             members = [w for w in range(v + 1, n) if (desc[v] >> w) & 1]
             if len(members) >= 2:
-                m.Add(makespan >= finish(v) + sum(host[w] * x[w] for w in members))
-        extra_hints = _add_idle_chain_cut(m, makespan, max(t_lower, ub), s, x, host, capable, anc, desc, n, hint)
+                m.Add(makespan >= finish(v) + load(members))
+        extra_hints = _add_idle_chain_cut(m, makespan, max(t_lower, ub), s, x, host, capable, anc, desc, n, hint, load)
         if hint is not None:
             for var, value in extra_hints:
                 m.AddHint(var, value)
@@ -349,7 +355,7 @@ def _host_chain(capable: list[bool], anc: list[int], n: int) -> list[int]:
     return chain[::-1]
 
 
-def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n, hint=None) -> list:
+def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n, hint, load) -> list:
     """Host idle time forced along a chain of host-only operators (keeps the optimum).
 
     Take host-only operators v_1, ..., v_k, each an ancestor of the next.  The
@@ -367,6 +373,8 @@ def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n,
     operator runs beside a chain of short waits.)
     Returns (variable, value) pairs that complete a hint schedule.
     """
+    from ortools.sat.python import cp_model
+
     chain = _host_chain(capable, anc, n)
     if len(chain) < 2:
         return []
@@ -385,7 +393,7 @@ def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n,
             fill.setdefault(w, []).append(y)
             ys.append(y)
         idle = m.NewIntVar(0, max(0, ub), f"idle{i}")
-        m.Add(idle == s[b] - opens - sum(ys))
+        m.Add(idle == s[b] - opens - cp_model.LinearExpr.Sum(ys))
         idles.append(idle)
         if hint is not None:
             w_open = 0.0 if a is None else hint.finish_ns[a]
@@ -399,8 +407,8 @@ def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n,
                 busy += overlap
             hints.append((idle, int(round(w_close - w_open)) - busy))
     for w, ys in fill.items():
-        m.Add(sum(ys) <= host[w] * x[w])
-    m.Add(makespan >= sum(host[v] * x[v] for v in range(n)) + sum(idles))
+        m.Add(cp_model.LinearExpr.Sum(ys) <= host[w] * x[w])
+    m.Add(makespan >= load(range(n)) + cp_model.LinearExpr.Sum(idles))
     return hints
 
 
