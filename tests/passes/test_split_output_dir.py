@@ -146,3 +146,24 @@ def test_refuses_a_directory_that_holds_the_input_model(tmp_path) -> None:
     with pytest.raises(CimsplitError, match="contains the input"):
         write_artifacts(tmp_path, artifacts(path), force=True, protect=(path,))
     assert path.is_file()
+
+
+def test_overlapping_bus_transfers_get_their_own_lanes() -> None:
+    """c1 and c2 [cim] both finish at 10 ns and send to h [host]: their two transfers overlap in time."""
+    from cimsplit.passes.plan_file import build_trace
+
+    def op(name, device, start, duration):
+        return {"name": name, "device": device, "start_ns": start, "finish_ns": start + duration,
+                "duration_ns": duration, "input_transfer_ns": 0.0, "output_transfer_ns": 0.0}
+
+    timeline = {
+        "operators": [op("c1", "cim", 0.0, 10.0), op("c2", "cim", 0.0, 10.0), op("h", "host", 15.0, 5.0)],
+        "edges": [{"src": "c1", "dst": "h", "latency_ns": 5.0}, {"src": "c2", "dst": "h", "latency_ns": 4.0}],
+        "makespan_ns": 20.0,
+    }
+    trace = build_trace(timeline)
+    bus = [(e["name"], e["tid"], e["ts"], e["dur"]) for e in trace["traceEvents"] if e.get("cat") == "Transfer"]
+    # Lanes are filled by start then end: c2 (ends first) takes the first lane.
+    assert bus == [("c1 -> h", 4, 0.01, 0.005), ("c2 -> h", 3, 0.01, 0.004)]
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert names[3] == "bus" and names[4] == "bus (overlap 1)"
