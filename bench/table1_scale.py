@@ -1,7 +1,7 @@
 """Table I at scale: zoo models and random branchy DAGs on every back end, plain and improved.
 
-    .venv/bin/python bench/table1_scale.py [--zoo resnet18,resnet50,mobilenet_v2,yolov5n]
-        [--random detector:100,detector:250,detector:400,inception:150,layered:400]
+    .venv/bin/python bench/table1_scale.py [--zoo resnet18,resnet50,mobilenet_v2,yolov5n,yolov5n@25]
+        [--random inception:150,detector:100,detector:250,detector:400,layered:400]
         [--backends cpsat,highs,gurobi] [--formulations plain,improved] [--time-limit 30]
         [--time-limit-large 60] [--seed 0] [--hw arm] [--crossbars 100] [--mvm-latency-ns 50]
 
@@ -88,7 +88,8 @@ def run_milp(name: str, problem: PartitionProblem, plain: bool, limit_s: float, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--zoo", default="resnet18,resnet50,mobilenet_v2,yolov5n")
+    parser.add_argument("--zoo", default="resnet18,resnet50,mobilenet_v2,yolov5n,yolov5n@25",
+                        help="zoo models, NAME or NAME@CROSSBARS to override --crossbars for one entry")
     parser.add_argument("--random", default="inception:150,detector:100,detector:250,detector:400,layered:400")
     parser.add_argument("--backends", default="cpsat,highs,gurobi")
     parser.add_argument("--formulations", default="plain,improved")
@@ -102,11 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     instances: list[tuple[str, PartitionProblem]] = []
-    for name in filter(None, args.zoo.split(",")):
+    for spec in filter(None, args.zoo.split(",")):
+        name, _, xbars = spec.partition("@")
         try:
-            instances.append((name, zoo_problem(name, args.hw, args.crossbars, args.mvm_latency_ns)))
+            instances.append((spec, zoo_problem(name, args.hw, int(xbars or args.crossbars), args.mvm_latency_ns)))
         except (CimsplitError, ImportError, AttributeError) as exc:  # a pipeline piece not there yet
-            print(f"# {name}: skipped ({exc})", file=sys.stderr)
+            print(f"# {spec}: skipped ({exc})", file=sys.stderr)
     for spec in filter(None, args.random.split(",")):
         style, n = spec.split(":")
         instances.append((f"{style}-{n}", random_problem(int(n), seed=args.seed, style=style)))

@@ -289,6 +289,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         # time limit (proven optimum) gives the same answer every run.  A wall-clock limit
         # can still cut it at a different point, as with any solver's time limit.
         prm.interleave_search = True
+        prm.interleave_batch_size = prm.num_workers  # short batches: little waiting once a worker is done
     cb = _Incumbents(begin, unit) if record else None
     code = solver.Solve(m, cb.callback if cb else None)
     elapsed = time.perf_counter() - begin
