@@ -142,10 +142,9 @@ class _Incumbents:
         self.callback = _Cb()
 
 
-def _floor_units(t_ns: float, unit_ns: float, exact: bool) -> int:
-    if exact:
-        return int(Fraction(t_ns) / Fraction(unit_ns))
-    return max(0, math.floor(t_ns / unit_ns))
+def _floor_units(t_ns: float, unit_ns: float) -> int:
+    """floor(t / r) in exact rational arithmetic: never above the real time, not even by an ulp."""
+    return max(0, int(Fraction(t_ns) // Fraction(unit_ns)))
 
 
 def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_gap: float | None = None,
@@ -171,7 +170,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     unit, exact = time_unit_ns(problem)
 
     def units(t_ns: float) -> int:
-        return _floor_units(t_ns, unit, exact)
+        return _floor_units(t_ns, unit)
 
     capable = [problem.capable(v) and problem.crossbars[v] <= problem.budget for v in range(n)]
     host = [units(problem.t_host_ns[v]) for v in range(n)]
@@ -187,7 +186,8 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         t_in_ns=tuple(float(t) for t in t_in), t_out_ns=tuple(float(t) for t in t_out),
         writes_output=problem.writes_output)
     hint: Schedule | None = None
-    if warm_start is not None and all(h or capable[v] for v, h in enumerate(warm_start.on_host)):
+    if warm_start is not None and all(h or capable[v] for v, h in enumerate(warm_start.on_host)) and sum(
+            problem.crossbars[v] for v in range(n) if not warm_start.on_host[v]) <= problem.budget:
         from cimsplit.passes.schedule import host_order_by_start
 
         hint = simulate(floored, warm_start.on_host, host_order_by_start(warm_start))
@@ -303,7 +303,9 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     elif warm_start is not None and code != cp_model.INFEASIBLE:
         schedule = warm_start  # CP-SAT was handed it: still the incumbent
     bound_ns = solver.BestObjectiveBound() * unit if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) else 0.0
-    bound_ns = max(0.0, bound_ns)
+    if not exact:
+        bound_ns *= 1.0 - 1e-15  # units -> ns rounded down, so that it stays a lower bound
+    bound_ns = max(0.0, bound_ns)  # (exact units are powers of two: the product is exact)
     if schedule is not None:
         if warm_start is not None and warm_start.makespan_ns < schedule.makespan_ns:
             schedule = warm_start  # re-timing in real ns can reorder ties: keep the better
