@@ -179,7 +179,7 @@ def _fig5(plt: Any, out_dir: Path, model: str, rows: list[Row]) -> list[Path]:
         ax.bar(xs, busy, 0.7, color=_DARK, label="host CPU computing (operators on host)")
         ax.bar(xs, waiting, 0.7, bottom=busy, color=_LIGHT, label="waiting for CIM and bus (operators on CIM)")
         ax.axhline(mine[0]["cpu_only_ns"] / scale, color="grey", ls=":", lw=1, label="CPU-only latency")
-        top = max(b + w for b, w in zip(busy, waiting))
+        top = max(max(b + w for b, w in zip(busy, waiting)), mine[0]["cpu_only_ns"] / scale)  # keep CPU-only in view
         if len(mine) <= _MAX_LABELLED_BARS:
             for x, b, w, r in zip(xs, busy, waiting, mine):
                 _count_labels(ax, x, b, w, r["ops_on_host"], r["ops_on_cim"], top)
