@@ -204,12 +204,14 @@ def test_same_inputs_give_the_same_files(tmp_path) -> None:
             assert file.read_bytes() == (tmp_path / "two" / file.name).read_bytes(), file.name
 
 
-@pytest.mark.parametrize("name,int8", [("resnet18", False), ("mobilenet_v2", False)])
+@pytest.mark.parametrize("name,int8", [("resnet18", False), ("mobilenet_v2", False), ("resnet18", True), ("yolov5n", False)])
 def test_zoo_model_at_small_image_size_compiles_and_runs_equal(tmp_path, capsys, name, int8) -> None:
     model = tmp_path / f"{name}.onnx"
     argv = ["zoo", name, "-o", str(model), "--image-size", "32"] + (["--int8"] if int8 else [])
     assert main(argv) == 0
     out = tmp_path / "out"
-    assert main(["compile", str(model), "-o", str(out), "--crossbars", "100", "--mvm-latency", "50ns"]) == 0
+    # A short time limit: YOLOv5n's ILP is not solved to optimality in seconds; the incumbent is enough here.
+    assert main(["compile", str(model), "-o", str(out), "--crossbars", "100", "--mvm-latency", "50ns",
+                 "--time-limit", "5"]) == 0
     assert main(["run", str(out), "--check"]) == 0
     assert "check passed" in capsys.readouterr().out
