@@ -89,6 +89,7 @@ class GurobiBackend:
             m.Params.TimeLimit = float(options.time_limit_s)
             m.Params.MIPGap = options.effective_mip_gap
             m.Params.IntFeasTol = 1e-9  # big-M rows must not leak time (validator: 1e-6 relative)
+            m.Params.FeasibilityTol = 1e-9
             m.Params.Seed = int(options.seed)
             if options.threads:
                 m.Params.Threads = int(options.threads)

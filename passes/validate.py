@@ -13,38 +13,64 @@ from collections.abc import Sequence
 
 from cimsplit.passes.problem import PartitionProblem
 from cimsplit.passes.result import Schedule
-from cimsplit.passes.schedule import host_order_by_start, simulate
+from cimsplit.passes.schedule import simulate
 
 __all__ = ["InternalError", "validate", "host_order_from_starts"]
 
 REL_TOL = 1e-6
+_TIE_TOL = 1e-7
+"""Start times closer than this (relative to the makespan) are ties: solver noise, not an order."""
 
 
 class InternalError(RuntimeError):
     """A result broke the model: a bug in a solver backend or the formulation, not a user error."""
 
 
-def host_order_from_starts(problem: PartitionProblem, on_host: Sequence[bool], start_ns: Sequence[float]) -> list[int]:
-    """The solver's host order: host operators by start time (``host_order_by_start``).
+def _tie_groups(items: list[int], value: Sequence[float], tol: float) -> list[list[int]]:
+    """Split ``items`` (sorted by ``value``) into runs whose values lie within ``tol`` of the run's first."""
+    groups: list[list[int]] = []
+    for v in items:
+        if groups and value[v] - value[groups[-1][0]] <= tol:
+            groups[-1].append(v)
+        else:
+            groups.append([v])
+    return groups
 
-    Start times that tie up to solver tolerance can list an operator before its
-    zero-length predecessor; then the order is rebuilt as the precedence-respecting
-    order that always runs the ready host operator with the earliest start.
+
+def host_order_from_starts(problem: PartitionProblem, on_host: Sequence[bool], start_ns: Sequence[float]) -> list[int]:
+    """The solver's host order: host operators by start time, as ``host_order_by_start`` orders them.
+
+    Solver start times carry floating-point and tolerance noise (1 - 1e-16 for
+    1), so start times within a relative 1e-7 count as equal and, like
+    ``host_order_by_start``, ties go to the earlier finish (a zero-length
+    operator before a long one it precedes), then to the lower (topological)
+    index.  Should noise still list an operator before a host ancestor, the
+    order is repaired: repeatedly take the first operator of that list whose
+    host ancestors are all placed.
     """
-    finish = [start_ns[v] + (problem.t_host_ns[v] if on_host[v] else (problem.t_cim_ns[v] or 0.0)) for v in range(problem.n)]
-    order = host_order_by_start(Schedule(tuple(on_host), tuple(start_ns), tuple(finish), 0.0))
-    position = {v: i for i, v in enumerate(order)}
-    if all(position[u] < position[v] for u, v, _ in problem.edges if u in position and v in position):
-        return order
-    # Host-only precedence through any path: a predecessor set over the transitive closure.
     n = problem.n
-    anc = [0] * n
+    finish = [start_ns[v] + (problem.t_host_ns[v] if on_host[v] else (problem.t_cim_ns[v] or 0.0)) for v in range(n)]
+    tol = _TIE_TOL * max([1.0, *(abs(f) for f in finish)])
+    hosts = sorted((v for v in range(n) if on_host[v]), key=lambda v: (start_ns[v], v))
+    order: list[int] = []
+    for same_start in _tie_groups(hosts, start_ns, tol):
+        by_finish = sorted(same_start, key=lambda v: (finish[v], v))
+        for same_finish in _tie_groups(by_finish, finish, tol):
+            order.extend(sorted(same_finish))
+    anc = [0] * n  # strict ancestors as bitsets (transitive closure: paths through CIM operators count)
     for u, v, _ in sorted(problem.edges, key=lambda e: e[1]):
         anc[v] |= anc[u] | (1 << u)
     host_mask = sum(1 << v for v in order)
     placed = 0
+    for v in order:
+        if anc[v] & host_mask & ~placed:
+            break
+        placed |= 1 << v
+    else:
+        return order
+    placed = 0
     result = []
-    pending = sorted(order, key=lambda v: (start_ns[v], v))
+    pending = list(order)
     while pending:
         for i, v in enumerate(pending):
             if anc[v] & host_mask & ~placed == 0:
