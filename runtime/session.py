@@ -11,7 +11,7 @@ at the same time, one worker thread per device (onnxruntime releases the GIL).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -59,6 +59,12 @@ class Session:
                            for name in self.devices}
         self.counter = TransferCounter()
         self._handed_out = {o.name for o in self.manifest.outputs}
+        parts = self.manifest.partitions
+        self._readers: list[set[int]] = [
+            {r for r, reader in enumerate(parts) if reader.device == part.device and set(reader.inputs) & set(part.outputs)}
+            for part in parts
+        ]
+        """Per partition: the same-device partitions that read its outputs straight from its buffers."""
         """Graph outputs go to the caller: their transfers get fresh arrays, never a reused buffer."""
         self.timeline: Timeline = replay(self.manifest.plan["timeline"])
         self.runs = 0
@@ -96,55 +102,105 @@ class Session:
         return checked
 
     # --------------------------------------------------------------------- run
-    def _arrive(self, buffers: dict[str, dict[str, np.ndarray]], device: str, values: Mapping[str, np.ndarray]) -> None:
-        """Store values on ``device`` and perform the plan's transfers of them."""
+    def _arrive(self, buffers: dict[str, dict[str, np.ndarray]], device: str, values: Mapping[str, np.ndarray],
+                stage: bool) -> None:
+        """Store values on ``device`` and perform the plan's transfers of them.
+
+        Graph outputs landing on the host are copied here: the kernel that made
+        them may refill its buffer before the caller gets them.
+        """
+        if device == "host":
+            values = {t: np.array(v, copy=True) if t in self._handed_out else v for t, v in values.items()}
         buffers[device].update(values)
         for tensor, value in values.items():
             for tr in self._transfers_by_tensor.get(tensor, ()):
                 if tr.src_device == device:
-                    stage = None if tensor in self._handed_out else tr.dst_device
-                    self.counter.copy(value, buffers[tr.dst_device], tensor, tr.bytes, tr.latency_ns, stage)
+                    reuse = tr.dst_device if stage and tensor not in self._handed_out else None
+                    self.counter.copy(value, buffers[tr.dst_device], tensor, tr.bytes, tr.latency_ns, reuse)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One inference: the original model's outputs, by name."""
-        feeds = self.check_feeds(feeds)
-        buffers: dict[str, dict[str, np.ndarray]] = {name: {} for name in self.devices}
-        self._arrive(buffers, "host", feeds)
-        pending: list[PartitionEntry] = list(self.manifest.partitions)
-        running: dict[Future, PartitionEntry] = {}
+        return self._execute([self.check_feeds(feeds)], window=1)[0]
 
-        def ready(part: PartitionEntry) -> bool:
-            return all(t in buffers[part.device] for t in part.inputs)
+    def run_stream(self, stream: Sequence[Mapping[str, np.ndarray]], window: int = 2) -> list[dict[str, np.ndarray]]:
+        """Inferences of a stream, pipelined: up to ``window`` in flight, so one device
+        works on input i+1 while the other finishes input i.  Results in input order."""
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        return self._execute([self.check_feeds(feeds) for feeds in stream], window=window)
 
-        while pending or running:
-            busy = {part.device for part in running.values()}
-            launch = []
-            for part in pending:
-                if part.device not in busy and ready(part):
-                    launch.append(part)
-                    busy.add(part.device)
-            for part in launch:
-                pending.remove(part)
+    def _execute(self, stream: list[dict[str, np.ndarray]], window: int) -> list[dict[str, np.ndarray]]:
+        """Run partition k of inference i when its inputs are on its device and, for i > 0,
+        partition k and every same-device reader of its outputs are done for i-1 (kernels
+        refill their output buffers, so those must be consumed first).  Each device runs one
+        partition at a time, the lowest (i, k) first."""
+        parts = self.manifest.partitions
+        n = len(stream)
+        stage = n == 1  # transfer buffers are reused only when one inference is in flight
+        buffers: list[dict[str, dict[str, np.ndarray]] | None] = [None] * n
+        done: list[set[int]] = [set() for _ in range(n)]
+        started: list[set[int]] = [set() for _ in range(n)]
+        results: list[dict[str, np.ndarray] | None] = [None] * n
+        running: dict[Future, tuple[int, int]] = {}
+        admitted = finished = 0
+
+        def ready(i: int, k: int) -> bool:
+            bufs = buffers[i]
+            if k in started[i] or bufs is None or not all(t in bufs[parts[k].device] for t in parts[k].inputs):
+                return False
+            return i == 0 or (k in done[i - 1] and self._readers[k] <= done[i - 1])
+
+        def complete(i: int, k: int, values: Mapping[str, np.ndarray]) -> None:
+            nonlocal finished
+            self._arrive(buffers[i], parts[k].device, values, stage)  # type: ignore[arg-type]
+            done[i].add(k)
+            if len(done[i]) == len(parts):
+                host = buffers[i]["host"]  # type: ignore[index]
+                missing = [name for name in self.output_names if name not in host]
+                if missing:
+                    raise RuntimeError(f"the manifest never brings outputs {missing} to the host")
+                results[i] = {name: host[name] for name in self.output_names}
+                buffers[i] = None
+                finished += 1
+
+        while finished < n:
+            while admitted < n and admitted - finished < window:
+                buffers[admitted] = {name: {} for name in self.devices}
+                self._arrive(buffers[admitted], "host", stream[admitted], stage)  # type: ignore[arg-type]
+                admitted += 1
+            if not parts:  # nothing to run: outputs are graph inputs
+                for i in range(finished, admitted):
+                    results[i] = {name: buffers[i]["host"][name] for name in self.output_names}  # type: ignore[index]
+                finished = admitted
+                continue
+            busy = {parts[k].device for _, k in running.values()}
+            launch: list[tuple[int, int]] = []
+            for i in range(finished, admitted):
+                for k in range(len(parts)):
+                    if parts[k].device not in busy and ready(i, k):
+                        launch.append((i, k))
+                        busy.add(parts[k].device)
+            for i, k in launch:
+                started[i].add(k)
             if not running and len(launch) == 1:
                 # Nothing else can start before this one ends: run it here, no thread hand-off.
-                part = launch[0]
-                self._arrive(buffers, part.device, self._call(part, self._feeds(part, buffers)))
+                i, k = launch[0]
+                complete(i, k, self._call(parts[k], self._feeds(parts[k], buffers[i])))  # type: ignore[arg-type]
                 continue
-            for part in launch:
-                running[self._executors[part.device].submit(self._call, part, self._feeds(part, buffers))] = part
+            for i, k in launch:
+                future = self._executors[parts[k].device].submit(self._call, parts[k], self._feeds(parts[k], buffers[i]))  # type: ignore[arg-type]
+                running[future] = (i, k)
             if not running:
-                waiting = {p.name: [t for t in p.inputs if t not in buffers[p.device]] for p in pending}
+                i = finished
+                waiting = {parts[k].name: [t for t in parts[k].inputs if t not in buffers[i][parts[k].device]]  # type: ignore[index]
+                           for k in range(len(parts)) if k not in done[i]}
                 raise RuntimeError(f"the manifest never provides the inputs of {waiting}")
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for future in sorted(done, key=lambda f: self.manifest.partitions.index(running[f])):
-                part = running.pop(future)
-                self._arrive(buffers, part.device, future.result())
-        self.runs += 1
-        missing = [name for name in self.output_names if name not in buffers["host"]]
-        if missing:
-            raise RuntimeError(f"the manifest never brings outputs {missing} to the host")
-        # Kernels may reuse their output arrays next run: hand out copies (graph outputs are small).
-        return {name: np.array(buffers["host"][name], copy=True) for name in self.output_names}
+            completed, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in sorted(completed, key=running.__getitem__):
+                i, k = running.pop(future)
+                complete(i, k, future.result())
+        self.runs += n
+        return results  # type: ignore[return-value]
 
     @staticmethod
     def _feeds(part: PartitionEntry, buffers: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -1,14 +1,16 @@
 """`cimsplit run`: split inference of a compile directory.
 
     cimsplit run DIR [--input NAME=FILE.npy ...] [--save-outputs OUT.npz]
-                 [--check] [--repeat N] [--seed 0] [--threads 1]
+                 [--check] [--repeat N] [--stream N] [--seed 0] [--threads 1]
 
 Inputs not given with ``--input`` are seeded random arrays of the plan's
 dtype and shape.  Always prints the modeled timeline (replayed from
 plan.json) and the transfers counted.  ``--check`` runs the original model
 (plan.json's path) in plain onnxruntime on the same inputs and compares:
 exit status 1 when an output differs beyond atol 1e-4 / rtol 1e-3
-(``np.allclose``).  ``--repeat N`` times N more inferences.
+(``np.allclose``).  ``--repeat N`` times N more inferences one after the
+other (latency); ``--stream N`` times N inferences pipelined, two in flight,
+so the host works on one input while the CIM works on the next (throughput).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--save-outputs", metavar="OUT.npz", help="save the outputs, keyed by output name")
     parser.add_argument("--check", action="store_true", help="compare with the original model in onnxruntime")
     parser.add_argument("--repeat", type=int, default=0, metavar="N", help="time N more inferences")
+    parser.add_argument("--stream", type=int, default=0, metavar="N",
+                        help="time N inferences pipelined across host and CIM (throughput)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per onnxruntime session (default 1)")
     parser.set_defaults(func=run)
@@ -132,8 +136,8 @@ def _fmt_ns(ns: float) -> str:
 def run(args: argparse.Namespace) -> int:
     from cimsplit.runtime import Session
 
-    if args.repeat < 0:
-        raise CimsplitError(f"--repeat must be zero or more, got {args.repeat}")
+    if args.repeat < 0 or args.stream < 0:
+        raise CimsplitError(f"--repeat and --stream must be zero or more, got {args.repeat} and {args.stream}")
     if args.threads < 1:
         raise CimsplitError(f"--threads must be one or more, got {args.threads}")
     given = parse_inputs(args.input)
@@ -165,6 +169,12 @@ def run(args: argparse.Namespace) -> int:
             per_ms = wall_s / args.repeat * 1e3
             print(f"measured: {args.repeat} inferences, {per_ms:.3f} ms per inference, "
                   f"{args.repeat / wall_s:.1f} inferences/s (wall time)")
+        if args.stream:
+            start = time.perf_counter()
+            session.run_stream([feeds] * args.stream, window=2)
+            wall_s = time.perf_counter() - start
+            print(f"streamed: {args.stream} inferences pipelined (2 in flight), "
+                  f"{wall_s / args.stream * 1e3:.3f} ms per inference, {args.stream / wall_s:.1f} inferences/s (wall time)")
 
     if args.save_outputs:
         np.savez(args.save_outputs, **outputs)

@@ -184,3 +184,61 @@ def test_outputs_handed_out_are_not_refilled_by_the_next_run(tmp_path) -> None:
             second = session.run({"x": np.full((2, 4), -3.0, np.float32)})["y"]
         np.testing.assert_array_equal(first, kept)
         assert not np.array_equal(first, second)
+
+
+def test_a_pipelined_stream_gives_each_input_its_own_outputs(tmp_path) -> None:
+    """In the cycle model cim_1 reads t4 straight from cim_0's output buffer while it waits for
+    host_0; cim_0 of the next input must not refill that buffer before cim_1 has run."""
+    path = cycle_model(tmp_path)
+    out, _ = compile_dir(path, CYCLE, tmp_path / "out")
+    rng = np.random.default_rng(9)
+    stream = [{"x": rng.standard_normal((2, 4)).astype(np.float32)} for _ in range(6)]
+    with Session(out) as session:
+        results = session.run_stream(stream, window=3)
+        assert session.transfer_stats.count == 6 * 4
+    for feeds, got in zip(stream, results):
+        np.testing.assert_allclose(got["y"], original(path, feeds["x"])[0], rtol=1e-6, atol=1e-6)
+
+
+class _CallGate:
+    """The CIM kernel's second call (input 1) opens the gate; the host kernel's first call
+    (input 0) waits for it: that only happens in time if the two inputs overlap."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.cim_calls = 0
+        self.host_saw_open: bool | None = None
+
+
+class _PipelineDevice:
+    def __init__(self, gate: _CallGate, name: str) -> None:
+        self.name, self.gate, self.inner = name, gate, OrtCpuDevice(name=name)
+
+    def load(self, model):
+        kernel, gate, name = self.inner.load(model), self.gate, self.name
+
+        class Kernel:
+            def run(self, feeds):
+                if name == "cim":
+                    gate.cim_calls += 1
+                    if gate.cim_calls == 2:
+                        gate.event.set()
+                elif gate.host_saw_open is None:
+                    gate.host_saw_open = gate.event.wait(timeout=10.0)
+                return kernel.run(feeds)
+
+        return Kernel()
+
+
+def test_a_stream_overlaps_inputs_across_devices(tmp_path) -> None:
+    """x -> a: MatMul W1 [cim] -> b: Relu [host] -> y: the CIM starts input 1 while the host runs input 0."""
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["t"], name="a"), helper.make_node("Relu", ["t"], ["y"], name="b")]
+    path = save(tmp_path, nodes, ["y"], ["W1"])
+    out, _ = compile_dir(path, {"a": "cim", "b": "host"}, tmp_path / "out")
+    gate = _CallGate()
+    stream = [{"x": np.full((2, 4), float(v), np.float32)} for v in (1, -1, 2)]
+    with Session(out, cim_device=_PipelineDevice(gate, "cim"), host_device=_PipelineDevice(gate, "host")) as session:
+        results = session.run_stream(stream, window=2)
+    assert gate.host_saw_open
+    for feeds, got in zip(stream, results):
+        np.testing.assert_allclose(got["y"], original(path, feeds["x"])[0], rtol=1e-6)
