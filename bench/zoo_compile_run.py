@@ -19,7 +19,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import onnx
 
 from cimsplit.compiler.cli.run_cmd import compare, random_inputs, reference_outputs

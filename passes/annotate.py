@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import onnx
 
 from cimsplit.compiler.workload import Workload
-from cimsplit.passes.graph_utils import consumers_by_tensor, node_inputs
+from cimsplit.passes.graph_utils import consumers_by_tensor
 from cimsplit.passes.result import Schedule
 
 __all__ = [

@@ -67,6 +67,8 @@ class Session:
         """Per partition: the same-device partitions that read its outputs straight from its buffers."""
         """Graph outputs go to the caller: their transfers get fresh arrays, never a reused buffer."""
         self.timeline: Timeline = replay(self.manifest.plan["timeline"])
+        log.debug("loaded %d partitions and %d transfers from %s", len(parts), len(self.manifest.transfers),
+                  self.manifest.directory)
         self.runs = 0
 
     # ------------------------------------------------------------------ inputs
