@@ -4,6 +4,7 @@
                    [--mvm-latency 50,100,500,1000ns] [--host-profile HW=FILE ...]
                    [--workers N | --scheduler ADDRESS]
     cimsplit sweep --paper -o DIR      # the paper's grid: 4 zoo models, x86, 4 x 4 configurations
+    cimsplit sweep --paper --hw x86,arm --host-profile arm=PROFILES_DIR -o DIR   # ... and the ARM board
 
 MODEL is an ONNX file or a zoo name (built into DIR/models/NAME.onnx).  Lists
 and ranges: ``25,50,100``; ``0:400:25`` (START:STOP:STEP, both ends inclusive);
@@ -50,8 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("models", nargs="*", metavar="MODEL", help="ONNX files or zoo names (resnet18, resnet50, mobilenet_v2, yolov5n)")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (rerun with it to resume)")
     parser.add_argument("--paper", action="store_true",
-                        help="the paper's grid: resnet18, resnet50, mobilenet_v2, yolov5n on x86 with crossbars 25,50,100,200 "
-                        "and MVM latency 50,100,500,1000ns")
+                        help="the paper's grid (section V): resnet18, resnet50, mobilenet_v2, yolov5n with crossbars "
+                        "25,50,100,200 and MVM latency 50,100,500,1000ns, on x86 (this machine) unless --hw adds "
+                        "hosts with their --host-profile; the paper's solver limit was 600 s, add --time-limit 600 for it")
     grid = parser.add_argument_group("grid")
     grid.add_argument("--hw", metavar="HW,...", help="hosts: presets (x86, arm) or TOML files, comma-separated (default x86)")
     grid.add_argument("--crossbars", metavar="LIST|A:B:S", help="crossbar counts, e.g. 25,50,100,200 or 0:400:25 (default 25,50,100,200)")
@@ -93,18 +95,18 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     from cimsplit.passes.sweep_grid import PAPER_CROSSBARS, PAPER_HOSTS, PAPER_MODELS, PAPER_MVM_LATENCIES_NS, parse_int_values, parse_time_values
 
     if args.paper:
-        given = [flag for flag, value in (("MODEL", args.models), ("--hw", args.hw), ("--crossbars", args.crossbars),
+        given = [flag for flag, value in (("MODEL", args.models), ("--crossbars", args.crossbars),
                                           ("--mvm-latency", args.mvm_latency)) if value]
         if given:
             raise CimsplitError(f"--paper fixes the grid, so {given[0]} cannot be given with it", hint="drop --paper to choose the grid")
-        models, hosts = PAPER_MODELS, PAPER_HOSTS
+        models = PAPER_MODELS
+    elif not args.models:
+        raise CimsplitError("no model to sweep", hint="pass ONNX files or zoo names, or --paper for the paper's grid")
     else:
-        if not args.models:
-            raise CimsplitError("no model to sweep", hint="pass ONNX files or zoo names, or --paper for the paper's grid")
         models = tuple(args.models)
-        hosts = tuple(h.strip() for h in (args.hw or "x86").split(",") if h.strip())
-        if not hosts:
-            raise CimsplitError(f"--hw {args.hw!r} names no host", hint="e.g. --hw x86,arm")
+    hosts = tuple(h.strip() for h in args.hw.split(",") if h.strip()) if args.hw is not None else PAPER_HOSTS
+    if not hosts:
+        raise CimsplitError(f"--hw {args.hw!r} names no host", hint="e.g. --hw x86,arm")
     from cimsplit.compiler.cli.partition_cmd import check_solver_args
 
     check_solver_args(args)  # a bad --solver or --mip-gap fails now, not in every point

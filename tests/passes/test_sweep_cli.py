@@ -246,3 +246,15 @@ def test_plots_and_table_are_valid_and_deterministic(inputs, tmp_path, capsys) -
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.suffix in (".png", ".svg")} == first
     manifest = json.loads((tmp_path / "sweep.json").read_text())
     assert manifest["grid"]["points"] == 8 and manifest["hosts"]["x86"]["profile"] == str(inputs["profiles"])
+
+
+def test_paper_flag_is_the_paper_grid() -> None:
+    from cimsplit.compiler.cli import build_parser
+    from cimsplit.compiler.cli.sweep_cmd import spec_from_args
+
+    spec = spec_from_args(build_parser().parse_args(["sweep", "--paper", "-o", "out"]))
+    assert spec.models == ("resnet18", "resnet50", "mobilenet_v2", "yolov5n")
+    assert spec.hosts == ("x86",)
+    assert spec.crossbars == (25, 50, 100, 200) and spec.mvm_latencies_ns == (50.0, 100.0, 500.0, 1000.0)
+    both = spec_from_args(build_parser().parse_args(["sweep", "--paper", "--hw", "x86,arm", "--host-profile", "arm=boards", "-o", "out"]))
+    assert both.hosts == ("x86", "arm") and both.host_profiles == {"arm": "boards"} and both.models == spec.models
