@@ -16,7 +16,8 @@ rule used here, in two steps:
    two or more joins them (A -> X -> ... -> B, or back), since such a path
    would enter and leave the merged group; a direct edge A -> B is harmless.
    The check runs on the group graph after all earlier merges, so the final
-   group graph is acyclic.
+   group graph is acyclic; the visits repeat until no merge is possible, so
+   no two groups of one device are left that could merge without a cycle.
 3. **Weights.**  Nodes that compute from weights only (a leftover
    ``Constant``, the ``DequantizeLinear`` of a QDQ weight) would be ready at
    the very start and land in the first segment, far from their use; when all
@@ -185,25 +186,29 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
             if group_of[u] >= 0 and group_of[v] >= 0 and group_of[u] != group_of[v]:
                 graph[group_of[u]].add(group_of[v])
 
-    for b in range(len(segments)):
-        for a in sorted(members):
-            if a >= b or gdev[a] != gdev[b] or b not in members:
-                continue
-            if _reaches_long(graph, a, b) or _reaches_long(graph, b, a):
-                continue
-            # Merge b into a: a takes b's nodes and edges.
-            for v in members.pop(b):
-                group_of[v] = a
-                members[a].append(v)
-            out_b = graph.pop(b)
-            graph[a] |= out_b - {a}
-            for g, out in graph.items():
-                if b in out:
-                    out.discard(b)
-                    if g != a:
-                        out.add(a)
-            graph[a].discard(a)
-            break
+    merged = True
+    while merged:  # a merge can turn a blocking path a -> x -> b into an edge a -> b: repeat to a fixpoint
+        merged = False
+        for b in range(len(segments)):
+            for a in sorted(members):
+                if a >= b or b not in members or gdev[a] != gdev[b]:
+                    continue
+                if _reaches_long(graph, a, b) or _reaches_long(graph, b, a):
+                    continue
+                # Merge b into a: a takes b's nodes and edges.
+                for v in members.pop(b):
+                    group_of[v] = a
+                    members[a].append(v)
+                out_b = graph.pop(b)
+                graph[a] |= out_b - {a}
+                for g, out in graph.items():
+                    if b in out:
+                        out.discard(b)
+                        if g != a:
+                            out.add(a)
+                graph[a].discard(a)
+                merged = True
+                break
 
     # Topological order of groups, ties by their first node index.
     indegree = {g: 0 for g in members}

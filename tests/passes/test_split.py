@@ -286,6 +286,25 @@ def test_random_graphs_split_acyclically_and_compute_the_same(case) -> None:
     for spec in plan.partitions:
         assert set(spec.inputs) <= available
         available |= set(spec.outputs)
+    # No two partitions of one device could merge without a cycle (the merge step ran to a fixpoint):
+    # merging A and B is cyclic exactly when a path of two or more partition edges joins them.
+    succ = {p.name: {q.name for q in plan.partitions if q is not p and set(q.inputs) & set(p.outputs)}
+            for p in plan.partitions}
+
+    def long_path(a: str, b: str) -> bool:
+        stack, seen = [x for x in succ[a] if x != b], set()
+        while stack:
+            x = stack.pop()
+            if b in succ[x]:
+                return True
+            stack.extend(y for y in succ[x] - seen if y != b)
+            seen |= succ[x]
+        return False
+
+    for a in plan.partitions:
+        for b in plan.partitions:
+            if a is not b and a.device == b.device:
+                assert long_path(a.name, b.name) or long_path(b.name, a.name), (a.name, b.name)
     # Numbering per device in execution order.
     for device in ("host", "cim"):
         names = [p.name for p in plan.partitions if p.device == device]
