@@ -114,11 +114,18 @@ def partition_model(model: onnx.ModelProto, spec: PartitionSpec) -> onnx.ModelPr
     return out
 
 
-def _name_on(tensor: str, device: str, home: str, graph_outputs: set[str]) -> str:
-    """The top-level graph's name for ``tensor`` held on ``device`` (see module docstring)."""
-    if tensor in graph_outputs:
-        return tensor if device == HOST else f"{tensor}__on_{device}"
-    return tensor if device == home else f"{tensor}__on_{device}"
+def _name_on(tensor: str, device: str, home: str, graph_outputs: set[str], taken: set[str]) -> str:
+    """The top-level graph's name for ``tensor`` held on ``device`` (see module docstring).
+
+    A copy's name that the model already uses gets a numeric suffix.
+    """
+    original = device == HOST if tensor in graph_outputs else device == home
+    if original:
+        return tensor
+    name, k = f"{tensor}__on_{device}", 1
+    while name in taken:
+        name, k = f"{tensor}__on_{device}_{k}", k + 1
+    return name
 
 
 def _transfer_function(opsets: list[onnx.OperatorSetIdProto]) -> onnx.FunctionProto:
@@ -141,6 +148,8 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
     nodes = {node.name: node for node in graph.node}
     infos = value_infos(model)
     outputs = set(plan.outputs)
+    taken = {t for node in graph.node for t in list(node.input) + list(node.output)}
+    taken |= {i.name for i in graph.input} | {t.name for t in graph.initializer}
     home = {t: HOST for t in plan.inputs}
     for spec in plan.partitions:
         for t in spec.outputs:
@@ -155,8 +164,8 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
         for tr in by_tensor.get(tensor, ()):
             made.append(helper.make_node(
                 TRANSFER_OP,
-                [_name_on(tensor, tr.src_device, home[tensor], outputs)],
-                [_name_on(tensor, tr.dst_device, home[tensor], outputs)],
+                [_name_on(tensor, tr.src_device, home[tensor], outputs, taken)],
+                [_name_on(tensor, tr.dst_device, home[tensor], outputs, taken)],
                 name=tr.name,
                 domain=TRANSFER_DOMAIN,
                 src_device=tr.src_device,
@@ -182,8 +191,8 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
             opset_imports=list(model.opset_import),
             doc_string=f"partition {spec.name} on {spec.device}",
         ))
-        args = [_name_on(t, spec.device, home.get(t, HOST), outputs) for t in spec.inputs] + list(spec.initializers)
-        results = [_name_on(t, spec.device, home[t], outputs) for t in spec.outputs]
+        args = [_name_on(t, spec.device, home.get(t, HOST), outputs, taken) for t in spec.inputs] + list(spec.initializers)
+        results = [_name_on(t, spec.device, home[t], outputs, taken) for t in spec.outputs]
         top_nodes.append(helper.make_node(spec.name, args, results, name=spec.name, domain=PARTITION_DOMAIN))
         for w in spec.initializers:
             if w not in used_weights:

@@ -185,6 +185,25 @@ def test_weight_only_nodes_join_the_partition_that_reads_them() -> None:
     np.testing.assert_allclose(_run(result.partitioned, {"x": x})["y"], _run(model, {"x": x})["y"], rtol=1e-6)
 
 
+def test_copy_names_never_collide_with_the_models_own_names() -> None:
+    """The model already has a tensor called t1__on_host: the host copy of t1 must be named otherwise.
+
+        x -> a: MatMul W1 [cim] -> t1 -> b: Relu [host] -> t1__on_host -> c: Add(t1, t1__on_host) [host] -> y
+    """
+    nodes = [
+        helper.make_node("MatMul", ["x", "W1"], ["t1"], name="a"),
+        helper.make_node("Relu", ["t1"], ["t1__on_host"], name="b"),
+        helper.make_node("Add", ["t1", "t1__on_host"], ["y"], name="c"),
+    ]
+    model = _model(nodes, ["x"], ["y"], ["W1"])
+    result = split(model, {"a": "cim", "b": "host", "c": "host"}, 1, BUS_BYTES_PER_S)
+    transfer = next(n for n in result.partitioned.graph.node if n.name == "transfer_1")
+    assert list(transfer.output) == ["t1__on_host_1"]
+    _check_all(result)
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_allclose(_run(result.partitioned, {"x": x})["y"], _run(model, {"x": x})["y"], rtol=1e-6)
+
+
 # ------------------------------------------------------------ validity, numbers
 @pytest.mark.parametrize("devices", [
     CYCLE_DEVICES,
