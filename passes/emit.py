@@ -58,10 +58,16 @@ def build_artifacts(
     """
     if list(result.problem.names) != [op.name for op in workload.operators]:
         raise ValueError("the partition result must list the workload's operators in workload order")
-    placements = complete_placements(model, placements_from_schedule(workload, result.schedule))
-    annotated = annotate(model, placements)
+    try:
+        placements = complete_placements(model, placements_from_schedule(workload, result.schedule))
+        annotated = annotate(model, placements)
+    except ValueError as exc:
+        raise ValueError(f"annotate pass failed (after partition): {exc}") from exc
     devices = {name: p.device for name, p in placements.items()}
-    split_result = split(annotated, devices, hardware.element_bytes, hardware.bus_bandwidth_bytes_per_s)
+    try:
+        split_result = split(annotated, devices, hardware.element_bytes, hardware.bus_bandwidth_bytes_per_s)
+    except ValueError as exc:
+        raise ValueError(f"split pass failed (after annotate): {exc}") from exc
     plan = build_plan(report or {}, model, model_path, fingerprint, split_result.plan, result)
     trace = build_trace(plan["timeline"], Path(model_path).stem)
     log.info("split into %d partitions with %d transfers", len(split_result.plan.partitions), len(split_result.plan.transfers))
