@@ -26,7 +26,7 @@ from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.errors import CimsplitError
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
-from cimsplit.compiler.host_profile import HostProfile, check_fingerprint, profile_model
+from cimsplit.compiler.host_profile import HostProfile, profile_model
 from cimsplit.compiler.cli.table import format_table
 from cimsplit.models import zoo
 from cimsplit.passes.partition import partition, problem_from_costs
@@ -36,8 +36,9 @@ def host_profile(name: str, loaded, profile_dir: Path, runs: int) -> HostProfile
     path = profile_dir / f"{name}.json"
     if path.exists():
         profile = HostProfile.load(path)
-        check_fingerprint(profile, loaded.fingerprint)
-        return profile
+        if profile.fingerprint == loaded.fingerprint:
+            return profile
+        print(f"# {path} is for another version of {name} (the front end changed): profiling again", file=sys.stderr)
     begin = time.perf_counter()
     profile = profile_model(loaded, runs=runs, warmup=2, progress=False)
     profile.save(path)

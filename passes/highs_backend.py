@@ -91,6 +91,9 @@ class HighsBackend:
         h.setOptionValue("random_seed", int(options.seed))
         h.setOptionValue("mip_feasibility_tolerance", _MIP_FEASIBILITY_TOLERANCE)
         if options.threads:
+            # HiGHS keeps one thread scheduler per process; asking for another thread count
+            # after it started makes run() fail ("scheduler has already been initialized").
+            highspy.Highs.resetThreadScheduler(False)
             h.setOptionValue("threads", int(options.threads))
         h.setOptionValue("mip_rel_gap", options.effective_mip_gap)
         integrality = np.where(model.col_integer, 1, 0).astype(np.int32)  # HighsVarType kInteger = 1
@@ -107,10 +110,12 @@ class HighsBackend:
         if warm_start is not None and self.use_warm_start:
             vector = model.vector_from_schedule(problem, warm_start, host_order_by_start(warm_start))
             h.setSolution(model.n_variables, np.arange(model.n_variables, dtype=np.int32), vector)
-        h.run()
+        run_status = h.run()
         elapsed = time.perf_counter() - begin
 
         status = h.getModelStatus()
+        if run_status == highspy.HighsStatus.kError and status != highspy.HighsModelStatus.kTimeLimit:
+            raise RuntimeError(f"HiGHS failed: {h.modelStatusToString(status)}")
         info = h.getInfo()
         has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
         unit = model.time_unit_ns

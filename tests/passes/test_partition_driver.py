@@ -150,3 +150,11 @@ def test_result_to_json_shape():
     assert doc["baselines"]["cpu_only"]["makespan_ns"] == 13500.0
     assert doc["solver"]["name"] == "highs" and doc["solver"]["n_operators"] == 3
     assert doc["hardware"]["crossbars"] == 7
+
+
+def test_highs_with_changing_thread_counts_in_one_process():
+    # HiGHS keeps one thread scheduler per process: a second thread count used to make run() fail.
+    for threads in (None, 1, 2, 1):
+        result = partition(CHAIN, solver="highs", threads=threads)
+        assert result.solver.status == "optimal", threads
+        assert result.schedule.makespan_ns == pytest.approx(50)
