@@ -81,6 +81,8 @@ _HORIZON_UNITS = 2.0**40
 """Target size of the horizon in model units when times must be rounded."""
 _EXACT_UNITS_MAX = 2.0**50
 """Largest horizon accepted when an exact (rounding-free) unit exists."""
+_CHAINS = 1
+"""Chains of host-only operators that get an idle-time cut (more did not help on detector graphs)."""
 
 
 def _horizon_ns(problem: PartitionProblem) -> float:
@@ -123,6 +125,8 @@ class CpSatRun:
     exact_units: bool
     incumbents: list[tuple[float, float]] = field(default_factory=list)
     """(seconds since the start of the solve, real makespan in ns) of each improving solution."""
+    warm_start: tuple[float, float] | None = None
+    """(seconds since the start, makespan in ns) when the warm start (hint) was ready."""
 
 
 class _Incumbents:
@@ -167,6 +171,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         found = best_heuristic(problem, budget_s, seed)
         if warm_start is None or found.makespan_ns < warm_start.makespan_ns:
             warm_start = found
+    warm_at = None if warm_start is None else (time.perf_counter() - begin, warm_start.makespan_ns)
     unit, exact = time_unit_ns(problem)
 
     def units(t_ns: float) -> int:
@@ -332,12 +337,17 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         bound_ns=bound_ns, time_s=elapsed, n_variables=n_vars, n_constraints=n_cons)
     log.info("cp-sat %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,
              outcome.objective_ns, bound_ns, elapsed, n_vars, n_cons)
-    return CpSatRun(outcome, schedule, unit, exact, cb.callback.trace if cb else [])
+    return CpSatRun(outcome, schedule, unit, exact, cb.callback.trace if cb else [], warm_at)
 
 
-def _host_chain(capable: list[bool], anc: list[int], n: int) -> list[int]:
-    """Longest chain (by count) of host-only operators, each an ancestor of the next."""
+def _host_chains(capable: list[bool], anc: list[int], desc: list[int], n: int, limit: int) -> list[list[int]]:
+    """Longest chains (by count) of host-only operators, each an ancestor of the next.
+
+    One chain per maximal end (a host-only operator without host-only descendants),
+    the ``limit`` longest, so that branches other than the longest get their own cut.
+    """
     fixed = [v for v in range(n) if not capable[v]]
+    fixed_mask = sum(1 << v for v in fixed)
     length: dict[int, int] = {}
     prev: dict[int, int | None] = {}
     for v in fixed:
@@ -348,18 +358,20 @@ def _host_chain(capable: list[bool], anc: list[int], n: int) -> list[int]:
             if (anc[v] >> u) & 1 and length[u] > best:
                 best, arg = length[u], u
         length[v], prev[v] = best + 1, arg
-    if not fixed:
-        return []
-    v: int | None = max(fixed, key=lambda w: (length[w], -w))
-    chain = []
-    while v is not None:
-        chain.append(v)
-        v = prev[v]
-    return chain[::-1]
+    ends = sorted((v for v in fixed if not desc[v] & fixed_mask), key=lambda w: (-length[w], w))
+    chains = []
+    for end in ends[:limit]:
+        chain: list[int] = []
+        v: int | None = end
+        while v is not None:
+            chain.append(v)
+            v = prev[v]
+        chains.append(chain[::-1])
+    return chains
 
 
 def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n, hint, load) -> list:
-    """Host idle time forced along a chain of host-only operators (keeps the optimum).
+    """Host idle time forced along chains of host-only operators (keeps the optimum).
 
     Take host-only operators v_1, ..., v_k, each an ancestor of the next.  The
     windows W_0 = [0, s_1] and W_i = [f_i, s_{i+1}] are disjoint and inside [0, T].
@@ -378,9 +390,19 @@ def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n,
     """
     from ortools.sat.python import cp_model
 
-    chain = _host_chain(capable, anc, n)
-    if len(chain) < 2:
+    chains = [c for c in _host_chains(capable, anc, desc, n, _CHAINS) if len(c) >= 2]
+    if not chains:
         return []
+    hints: list = []
+    for k, chain in enumerate(chains):
+        hints += _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k)
+    return hints
+
+
+def _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k) -> list:
+    """The rows of :func:`_add_idle_chain_cut` for one chain (variables tagged ``k``)."""
+    from ortools.sat.python import cp_model
+
     everything = (1 << n) - 1
     windows = [(None, chain[0])] + list(zip(chain, chain[1:]))
     fill: dict[int, list] = {}
@@ -392,10 +414,10 @@ def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n,
         opens = 0 if a is None else s[a] + host[a]
         ys = []
         for w in members:
-            y = m.NewIntVar(0, host[w], f"y{w}_{i}")
+            y = m.NewIntVar(0, host[w], f"y{k}_{w}_{i}")
             fill.setdefault(w, []).append(y)
             ys.append(y)
-        idle = m.NewIntVar(0, max(0, ub), f"idle{i}")
+        idle = m.NewIntVar(0, max(0, ub), f"idle{k}_{i}")
         m.Add(idle == s[b] - opens - cp_model.LinearExpr.Sum(ys))
         idles.append(idle)
         if hint is not None:

@@ -84,3 +84,29 @@ def test_same_seed_same_answer():
     b = solve_cpsat(p, time_limit_s=5.0, seed=4).outcome
     assert a.on_host == b.on_host
     assert a.objective_ns == b.objective_ns
+
+
+def test_host_chains_by_hand():
+    r"""
+        a -> B -> c -> D -> e      lower case: host-only; B, D: CIM-capable
+              \-> f                f: host-only, a second maximal end
+    Longest host-only chain: a, c, e (B and D are capable); the other end f: a, f.
+    """
+    from cimsplit.passes import dag
+    from cimsplit.passes.cpsat_backend import _host_chains
+
+    p = PartitionProblem(("a", "B", "c", "D", "e", "f"), (1.0,) * 6, (None, 1.0, None, 1.0, None, None),
+                         (0, 1, 0, 1, 0, 0), ((0, 1, 0.0), (1, 2, 0.0), (2, 3, 0.0), (3, 4, 0.0), (1, 5, 0.0)), 2)
+    capable = [p.capable(v) for v in range(p.n)]
+    chains = _host_chains(capable, dag.ancestors(p), dag.descendants(p), p.n, limit=3)
+    assert chains == [[0, 2, 4], [0, 5]]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_cuts_keep_the_optimum(seed: int):
+    # the improved model (cuts, bounds, idle chains, hints) and the bare model agree
+    p = random_problem(12, seed=seed, style="layered", budget_fraction=0.5)
+    plain = solve_cpsat(p, time_limit_s=60.0, plain=True).outcome
+    improved = solve_cpsat(p, time_limit_s=60.0).outcome
+    assert plain.status == improved.status == "optimal"
+    assert improved.objective_ns == pytest.approx(plain.objective_ns, rel=1e-6)
