@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import cimsplit.passes.emit as emit
 from cimsplit.compiler.cli import main
+from cimsplit.runtime import Session
 
 CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
 # A CIM so fast and a bus so wide that every CIM-capable operator belongs on it.
@@ -216,3 +217,19 @@ def test_zoo_model_at_small_image_size_compiles_and_runs_equal(tmp_path, capsys,
                  "--time-limit", "5"]) == 0
     assert main(["run", str(out), "--check"]) == 0
     assert "check passed" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "resnet50", "mobilenet_v2", "yolov5n"])
+def test_zoo_model_at_full_size_compiles_and_runs_equal(tmp_path, capsys, name) -> None:
+    model = tmp_path / f"{name}.onnx"
+    assert main(["zoo", name, "-o", str(model)]) == 0
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "-o", str(out), "--crossbars", "100", "--mvm-latency", "50ns",
+                 "--time-limit", "30"]) == 0
+    assert main(["run", str(out), "--check"]) == 0
+    assert "check passed" in capsys.readouterr().out
+    plan = json.loads((out / "plan.json").read_text())
+    with Session(out) as session:
+        assert session.timeline.makespan_ns == plan["makespan_ns"]
+    assert len(plan["partitions"]) >= 2
