@@ -59,13 +59,13 @@ class Session:
                            for name in self.devices}
         self.counter = TransferCounter()
         self._handed_out = {o.name for o in self.manifest.outputs}
+        """Graph outputs go to the caller: they get fresh arrays, never a reused buffer."""
         parts = self.manifest.partitions
         self._readers: list[set[int]] = [
             {r for r, reader in enumerate(parts) if reader.device == part.device and set(reader.inputs) & set(part.outputs)}
             for part in parts
         ]
         """Per partition: the same-device partitions that read its outputs straight from its buffers."""
-        """Graph outputs go to the caller: their transfers get fresh arrays, never a reused buffer."""
         self.timeline: Timeline = replay(self.manifest.plan["timeline"])
         log.debug("loaded %d partitions and %d transfers from %s", len(parts), len(self.manifest.transfers),
                   self.manifest.directory)
