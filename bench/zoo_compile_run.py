@@ -4,7 +4,8 @@ For each model (ResNet-18, ResNet-50, MobileNetV2, YOLOv5n), float32 and int8
 QDQ, crossbars C in {25, 100} and T_mvm in {50, 1000} ns: build the model,
 compile it (front end, host profile cached per model, ILP, annotate, split,
 atomic write), run the split once with seeded inputs and compare with the
-original model in plain onnxruntime (atol 1e-4, rtol 1e-3, as `run --check`).
+original model in plain onnxruntime (atol 1e-4, rtol 1e-3, one quantization step
+for quantized outputs, as `run --check`).
 Prints one row per configuration and the count of failures.
 
     .venv/bin/python bench/zoo_compile_run.py [--image-size S] [--models a,b]
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import onnx
 
-from cimsplit.compiler.cli.run_cmd import compare, random_inputs, reference_outputs
+from cimsplit.compiler.cli.run_cmd import compare, quantization_steps, random_inputs, reference_outputs
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
@@ -70,7 +71,7 @@ def main() -> int:
                             got = session.run(feeds)
                             assert session.timeline.makespan_ns == built.plan["makespan_ns"]
                         ref = reference_outputs(str(model_path), feeds, list(got), 1)
-                        diffs = compare(got, ref)
+                        diffs = compare(got, ref, quantization_steps(str(model_path)))
                         ok = all(row[3] for row in diffs)
                         failures += not ok
                         rows += 1

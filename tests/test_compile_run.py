@@ -233,3 +233,32 @@ def test_zoo_model_at_full_size_compiles_and_runs_equal(tmp_path, capsys, name) 
     with Session(out) as session:
         assert session.timeline.makespan_ns == plan["makespan_ns"]
     assert len(plan["partitions"]) >= 2
+
+
+def test_quantized_outputs_are_checked_to_one_quantization_step(tmp_path) -> None:
+    """x -> q: QuantizeLinear(0.5, 0) -> dq: DequantizeLinear(0.5, 0) -> yq ;  x -> r: Relu -> yf
+
+    yq is written by a DequantizeLinear with step 0.5: a value one step off passes, two steps fail;
+    yf is a float output: 0.5 off fails (atol 1e-4, rtol 1e-3).
+    """
+    from cimsplit.compiler.cli.run_cmd import compare, quantization_steps
+
+    scale = numpy_helper.from_array(np.array(0.5, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(0, np.int8), "z")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["yq"], name="dq"),
+             helper.make_node("Relu", ["x"], ["yf"], name="r")]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("yq", TensorProto.FLOAT, [4]),
+                               helper.make_tensor_value_info("yf", TensorProto.FLOAT, [4])], initializer=[scale, zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "qdq.onnx")
+    steps = quantization_steps(str(tmp_path / "qdq.onnx"))
+    assert steps == {"yq": 0.5}
+    ref = {"yq": np.array([0.0, 0.5, 1.0, 1.5], np.float32), "yf": np.array([0.0, 0.5, 1.0, 1.5], np.float32)}
+    one_step = {"yq": ref["yq"] + np.array([0, 0.5, 0, 0], np.float32), "yf": ref["yf"]}
+    two_steps = {"yq": ref["yq"] + np.array([0, 1.0, 0, 0], np.float32), "yf": ref["yf"] + np.float32(0.5)}
+    assert [row[3] for row in compare(one_step, ref, steps)] == [True, True]
+    assert [row[3] for row in compare(two_steps, ref, steps)] == [False, False]
+    # max abs diff 1.0 on yq; relative to 0.5 at that element: 2.0
+    assert compare(two_steps, ref, steps)[0][1:3] == (1.0, 2.0)
