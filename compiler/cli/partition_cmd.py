@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.frontend import load, parse_input_shapes
     from cimsplit.compiler.hardware import describe_hardware, hardware_from_args
     from cimsplit.compiler.host_profile import host_profile_for
-    from cimsplit.passes.partition import partition, problem_from_costs
+    from cimsplit.passes.partition import MILP_SOLVERS, partition, problem_from_costs
     from cimsplit.passes.report import result_to_json, schedule_summary
 
     check_solver_args(args)
@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
           f"{len(workload.edges)} edges")
     print(f"solver: {stats.reason}")
     print()
-    label = f"ILP ({stats.name}{', plain' if args.plain else ''})"
+    kind = "ILP" if stats.name in MILP_SOLVERS else stats.name.upper()
+    label = f"{kind} ({stats.name}{', plain' if args.plain and kind == 'ILP' else ''})"
     rows = []
     for name, schedule in [(label, result.schedule), *result.baselines.items()]:
         summary = schedule_summary(result, schedule)
