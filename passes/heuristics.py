@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 RULES = ("bottom", "host_below", "index", "cim_feed")
 _WORK_PER_S = 1.0e6
+_EXCHANGE_CANDIDATES = 4
+"""Host operators tried per exchange: the largest savings that fit in the freed crossbars."""
 """Work units (operators + edges processed by one list schedule) per second assumed by the budget."""
 
 
@@ -236,6 +238,9 @@ class _Search:
         self.best_value = math.inf
         self.best: tuple[bool, ...] = tuple(True for _ in range(problem.n))
         self.capable = [v for v in range(problem.n) if _fits(problem, v)]
+        gain = {v: problem.t_host_ns[v] - problem.t_cim_ns[v] for v in self.capable}  # type: ignore[operator]
+        self.by_gain = sorted(self.capable, key=lambda v: (-gain[v], v))
+        self.by_ratio = sorted((v for v in self.capable if gain[v] > 0), key=lambda v: (-self.gain_ratio(v), v))
         self.timed_out = False
 
     def exhausted(self) -> bool:
@@ -261,7 +266,22 @@ class _Search:
     def used(self, on_host: Sequence[bool]) -> int:
         return sum(self.p.crossbars[v] for v in self.capable if not on_host[v])
 
+    def gain_ratio(self, v: int) -> float:
+        p = self.p
+        return (p.t_host_ns[v] - p.t_cim_ns[v]) / max(1, p.crossbars[v])  # type: ignore[operator]
+
+    def fill(self, x: list[bool], used: int, banned: int) -> None:
+        """Offload host operators that still fit, best saving per crossbar first (not ``banned``)."""
+        p = self.p
+        for v in self.by_ratio:
+            if x[v] and v != banned and used + p.crossbars[v] <= p.budget:
+                x[v] = False
+                used += p.crossbars[v]
+
     def neighbours(self, on_host: tuple[bool, ...]) -> list[tuple[bool, ...]]:
+        """Moves (flip one operator), swaps (offload one, evict the worst until it fits) and
+        exchanges (send one CIM operator home, offload one of the best few host operators
+        that then fit, refill the freed crossbars)."""
         p = self.p
         used = self.used(on_host)
         on_cim = [v for v in self.capable if not on_host[v]]
@@ -278,13 +298,20 @@ class _Search:
                 continue
             # swap: evict CIM operators of least saving per crossbar until v fits
             need = used + p.crossbars[v] - p.budget
-            evict = sorted(on_cim, key=lambda u: ((p.t_host_ns[u] - p.t_cim_ns[u]) / max(1, p.crossbars[u]), u))  # type: ignore[operator]
-            for u in evict:
+            for u in sorted(on_cim, key=lambda u: (self.gain_ratio(u), u)):
                 if need <= 0:
                     break
                 x[u] = True
                 need -= p.crossbars[u]
             if need <= 0:
+                out.append(tuple(x))
+        for z in on_cim:  # exchanges
+            free = p.budget - used + p.crossbars[z]
+            fits = [v for v in self.by_gain if on_host[v] and p.crossbars[v] <= free][:_EXCHANGE_CANDIDATES]
+            for v in fits:
+                x = list(on_host)
+                x[z], x[v] = True, False
+                self.fill(x, used - p.crossbars[z] + p.crossbars[v], banned=z)
                 out.append(tuple(x))
         self.rng.shuffle(out)
         return out
