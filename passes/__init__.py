@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cimsplit.passes.annotate import annotate
 from cimsplit.passes.backend import (
     BACKENDS,
     Backend,
@@ -12,12 +13,14 @@ from cimsplit.passes.backend import (
     get_backend,
 )
 from cimsplit.passes.baselines import all_baselines, cpu_only, greedy, list_schedule, single_split
+from cimsplit.passes.emit import build_artifacts, write_artifacts
 from cimsplit.passes.ilp import MilpModel, build_milp
 from cimsplit.passes.partition import SOLVER_CHOICES, partition, problem_from_costs
 from cimsplit.passes.problem import PartitionProblem
 from cimsplit.passes.report import result_to_json
 from cimsplit.passes.result import PartitionResult, Schedule, SolverStats
 from cimsplit.passes.schedule import host_order_by_start, simulate
+from cimsplit.passes.split import split
 from cimsplit.passes.validate import InternalError, validate
 
 __all__ = [
@@ -35,6 +38,8 @@ __all__ = [
     "SolveOptions",
     "SolverStats",
     "all_baselines",
+    "annotate",
+    "build_artifacts",
     "build_milp",
     "cpu_only",
     "get_backend",
@@ -46,5 +51,7 @@ __all__ = [
     "result_to_json",
     "simulate",
     "single_split",
+    "split",
     "validate",
+    "write_artifacts",
 ]
