@@ -116,7 +116,7 @@ def is_transparent(node: onnx.NodeProto) -> bool:
 
 def group_nodes(graph: Graph, capable: Callable[[int], bool]) -> list[Group]:
     """Partition the compute nodes into groups (rules in the module docstring)."""
-    nodes, consts = graph.nodes, graph.consts
+    nodes = graph.nodes
     group_of: dict[int, Group] = {}
     groups: list[Group] = []
     pending: dict[int, Group] = {}  # node index -> group it will join (SiLU's Mul)

@@ -3,6 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import math
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cimsplit.compiler.errors import CimsplitError
+
+if TYPE_CHECKING:
+    from cimsplit.compiler.costs import Costs
+    from cimsplit.compiler.frontend import LoadedModel
+    from cimsplit.compiler.hardware import Hardware
+    from cimsplit.compiler.host_profile import HostProfile
+    from cimsplit.passes.result import PartitionResult
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -32,3 +45,56 @@ def add_solver_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--mip-gap", type=float, default=None, metavar="GAP", help="relative MIP gap to stop at")
     group.add_argument("--plain", action="store_true", help="the paper's plain formulation, without cuts or tightenings")
     group.add_argument("--verbose", action="store_true", help="show solver output")
+
+
+@dataclass(frozen=True)
+class CostedModel:
+    """What the model and hardware argument groups resolve to."""
+
+    hardware: Hardware
+    loaded: LoadedModel
+    profile: HostProfile
+    costs: Costs
+
+
+def costed_model(args: argparse.Namespace) -> CostedModel:
+    """Hardware, simplified model, host profile (given or measured here) and costs, from the flags."""
+    from cimsplit.compiler.costs import build_costs
+    from cimsplit.compiler.frontend import load, parse_input_shapes
+    from cimsplit.compiler.hardware import hardware_from_args
+    from cimsplit.compiler.host_profile import host_profile_for
+
+    hardware = hardware_from_args(args)
+    loaded = load(args.model, parse_input_shapes(args.input_shape),
+                  crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols))
+    profile = host_profile_for(args, loaded)
+    costs = build_costs(loaded.workload, hardware, profile, paper_exact=args.paper_exact)
+    return CostedModel(hardware, loaded, profile, costs)
+
+
+def partition_from_args(args: argparse.Namespace, costed: CostedModel) -> PartitionResult:
+    """Solve the partitioning problem with the solver flags; warnings go to stderr."""
+    from cimsplit.passes.partition import partition, problem_from_costs
+
+    problem = problem_from_costs(costed.loaded.workload, costed.costs)
+    result = partition(problem, solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap,
+                       plain=args.plain, verbose=args.verbose)
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    return result
+
+
+def check_solver_args(args: argparse.Namespace) -> None:
+    """Refuse bad solver flags before the (slow) loading and profiling."""
+    from cimsplit.passes.partition import SOLVER_CHOICES
+
+    if args.solver not in SOLVER_CHOICES:
+        raise CimsplitError(f"unknown solver {args.solver!r}", hint=f"--solver takes one of {', '.join(SOLVER_CHOICES)}")
+    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise CimsplitError(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
+    if args.mip_gap is not None and not (math.isfinite(args.mip_gap) and 0 <= args.mip_gap < 1):
+        raise CimsplitError(f"--mip-gap must be in [0, 1), got {args.mip_gap:g}")
+    if args.solver == "gurobi":
+        from cimsplit.passes.gurobi_backend import import_gurobipy
+
+        import_gurobipy()

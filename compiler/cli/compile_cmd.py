@@ -14,11 +14,9 @@ atomically; an existing non-empty DIR is replaced only with ``--force``.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from cimsplit.compiler.cli.args import add_hardware_args, add_model_args, add_solver_args
-from cimsplit.compiler.cli.partition_cmd import check_solver_args
+from cimsplit.compiler.cli.args import add_hardware_args, add_model_args, add_solver_args, check_solver_args, costed_model, partition_from_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,28 +34,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cimsplit.compiler.costs import build_costs
-    from cimsplit.compiler.frontend import load, parse_input_shapes
-    from cimsplit.compiler.hardware import hardware_from_args
-    from cimsplit.compiler.host_profile import host_profile_for
     from cimsplit.compiler.units import format_time_ns
     from cimsplit.passes.emit import build_artifacts, write_artifacts
     from cimsplit.passes.output_dir import check_destination
-    from cimsplit.passes.partition import partition, problem_from_costs
     from cimsplit.passes.report import result_to_json
 
     check_solver_args(args)
     out_dir = Path(args.output)
     model_path = Path(args.model)
     check_destination(out_dir, args.force, protect=[model_path])  # fail before the expensive part
-    hardware = hardware_from_args(args)
-    loaded = load(model_path, parse_input_shapes(args.input_shape),
-                  crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols))
-    profile = host_profile_for(args, loaded)
-    costs = build_costs(loaded.workload, hardware, profile, paper_exact=args.paper_exact)
-    problem = problem_from_costs(loaded.workload, costs)
-    result = partition(problem, solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap,
-                       plain=args.plain, verbose=args.verbose)
+    costed = costed_model(args)
+    hardware, loaded, profile, costs = costed.hardware, costed.loaded, costed.profile, costed.costs
+    result = partition_from_args(args, costed)
     artifacts = build_artifacts(
         loaded.model, loaded.workload, result, hardware,
         model_path=str(model_path.resolve()), fingerprint=loaded.fingerprint,
@@ -66,8 +54,6 @@ def run(args: argparse.Namespace) -> int:
     write_artifacts(out_dir, artifacts, force=args.force, protect=(model_path,))
 
     plan = artifacts.plan
-    for warning in result.warnings:
-        sys.stderr.write(f"warning: {warning}\n")
     parts = plan["partitions"]
     by_device = {d: sum(1 for p in parts if p["device"] == d) for d in ("host", "cim")}
     print(f"compiled {args.model} -> {out_dir}")

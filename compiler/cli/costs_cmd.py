@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cimsplit.compiler.cli.args import add_hardware_args, add_model_args
+from cimsplit.compiler.cli.args import add_hardware_args, add_model_args, costed_model
 from cimsplit.compiler.cli.table import format_table
 from cimsplit.compiler.units import format_time_ns
 
@@ -31,16 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cimsplit.compiler.costs import build_costs, costs_to_dict
-    from cimsplit.compiler.frontend import load, parse_input_shapes
-    from cimsplit.compiler.hardware import describe_hardware, hardware_from_args
-    from cimsplit.compiler.host_profile import host_profile_for
+    from cimsplit.compiler.costs import costs_to_dict
+    from cimsplit.compiler.hardware import describe_hardware
 
-    hardware = hardware_from_args(args)
-    loaded = load(args.model, parse_input_shapes(args.input_shape), crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols))
-    profile = host_profile_for(args, loaded)
+    costed = costed_model(args)
+    hardware, loaded, profile, costs = costed.hardware, costed.loaded, costed.profile, costed.costs
     workload = loaded.workload
-    costs = build_costs(workload, hardware, profile, paper_exact=args.paper_exact)
     if args.json:
         print(json.dumps(costs_to_dict(costs, workload), sort_keys=True, indent=2))
         return 0

@@ -14,11 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 
-from cimsplit.compiler.cli.args import add_hardware_args, add_model_args, add_solver_args
+from cimsplit.compiler.cli.args import add_hardware_args, add_model_args, add_solver_args, check_solver_args, costed_model, partition_from_args
 from cimsplit.compiler.cli.table import format_table
-from cimsplit.compiler.errors import CimsplitError
 from cimsplit.compiler.units import format_time_ns
 
 
@@ -35,46 +33,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def check_solver_args(args: argparse.Namespace) -> None:
-    """Refuse bad solver flags before the (slow) loading and profiling."""
-    from cimsplit.passes.partition import SOLVER_CHOICES
-
-    if args.solver not in SOLVER_CHOICES:
-        raise CimsplitError(f"unknown solver {args.solver!r}", hint=f"--solver takes one of {', '.join(SOLVER_CHOICES)}")
-    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        raise CimsplitError(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
-    if args.mip_gap is not None and not (math.isfinite(args.mip_gap) and 0 <= args.mip_gap < 1):
-        raise CimsplitError(f"--mip-gap must be in [0, 1), got {args.mip_gap:g}")
-    if args.solver == "gurobi":
-        from cimsplit.passes.gurobi_backend import import_gurobipy
-
-        import_gurobipy()
-
-
 def _gap_text(gap: float) -> str:
     return "-" if not math.isfinite(gap) else f"{100 * gap:.2f} %"
 
 
 def run(args: argparse.Namespace) -> int:
-    from cimsplit.compiler.costs import build_costs
-    from cimsplit.compiler.frontend import load, parse_input_shapes
-    from cimsplit.compiler.hardware import describe_hardware, hardware_from_args
-    from cimsplit.compiler.host_profile import host_profile_for
-    from cimsplit.passes.partition import MILP_SOLVERS, partition, problem_from_costs
+    from cimsplit.compiler.hardware import describe_hardware
+    from cimsplit.passes.partition import MILP_SOLVERS
     from cimsplit.passes.report import result_to_json, schedule_summary
 
     check_solver_args(args)
-    hardware = hardware_from_args(args)
-    loaded = load(args.model, parse_input_shapes(args.input_shape),
-                  crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols))
-    profile = host_profile_for(args, loaded)
+    costed = costed_model(args)
+    hardware, loaded, profile, costs = costed.hardware, costed.loaded, costed.profile, costed.costs
     workload = loaded.workload
-    costs = build_costs(workload, hardware, profile, paper_exact=args.paper_exact)
-    problem = problem_from_costs(workload, costs)
-    result = partition(problem, solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap,
-                       plain=args.plain, verbose=args.verbose)
-    for warning in result.warnings:
-        sys.stderr.write(f"warning: {warning}\n")
+    result = partition_from_args(args, costed)
     if args.json:
         document = result_to_json(result, workload, costs, profile=profile)
         print(json.dumps(document, sort_keys=True, indent=2))
@@ -93,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     for name, schedule in [(label, result.schedule), *result.baselines.items()]:
         summary = schedule_summary(result, schedule)
         rows.append([name, format_time_ns(summary["makespan_ns"]), f"{summary['speedup']:.2f}x",
-                     str(summary["operators_on_cim"]), f"{summary['crossbars_used']}/{problem.budget}"])
+                     str(summary["operators_on_cim"]), f"{summary['crossbars_used']}/{result.problem.budget}"])
     print(format_table(["schedule", "makespan", "speedup", "ops on CIM", "crossbars"], rows,
                        [False, True, True, True, True]))
     print()

@@ -107,7 +107,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     hosts = tuple(h.strip() for h in args.hw.split(",") if h.strip()) if args.hw is not None else PAPER_HOSTS
     if not hosts:
         raise CimsplitError(f"--hw {args.hw!r} names no host", hint="e.g. --hw x86,arm")
-    from cimsplit.compiler.cli.partition_cmd import check_solver_args
+    from cimsplit.compiler.cli.args import check_solver_args
 
     check_solver_args(args)  # a bad --solver or --mip-gap fails now, not in every point
     crossbars = parse_int_values(args.crossbars) if args.crossbars else PAPER_CROSSBARS
