@@ -21,8 +21,12 @@ in :func:`cimsplit.passes.ilp.build_milp`): ``T <= UB`` from the warm start,
 release/tail domains ``release_v <= s_v <= UB - tail_v - min_dur_v``, the
 host-load row ``T >= sum x_v·T_host,v`` and its ancestor/descendant forms
 ``s_v >= sum_{u in anc(v)} x_u·T_host,u`` and ``T >= f_v + sum_{w in desc(v)}
-x_w·T_host,w`` (host operators never overlap and respect precedence), and a
-complete solution hint (assignment, starts, z, T) from the heuristics.
+x_w·T_host,w`` (host operators never overlap and respect precedence), the
+host idle time along the longest chain of host-only operators added to the host
+load (:func:`_add_idle_chain_cut`), and a complete solution hint (assignment,
+starts, z, T, idle fills) from the heuristics.  Intermediate solutions may carry
+a T above their real makespan (the idle rows let y be small); the optimum never
+does, and every reported objective is the re-timed real makespan.
 
 Exactness in real time.  CP-SAT needs integers.  Every duration, transfer and
 input/output time d is replaced by ``floor(d / r)`` in units of ``r`` ns.  If
