@@ -18,7 +18,11 @@ Rules, applied in one pass over the nodes in topological order:
    CIM-capable group's output joins that group; so does the SiLU pair
    ``x * Sigmoid(x)`` (Sigmoid and Mul sharing x, Q/DQ between them allowed).
    At most one activation (or SiLU pair) per group.
-4. Every other compute node anchors a group of its own.
+4. Bias fusion.  An ``Add`` of a constant that is the only consumer of a
+   CIM-capable group's output joins that group, before any activation: it is
+   the GEMM's bias, which exporters write as ``MatMul -> Add`` (PyTorch's
+   Linear on 3-D inputs, PaddlePaddle's fc); ``Gemm`` carries it inline.
+5. Every other compute node anchors a group of its own.
 
 The anchor is listed first in a group, then the fused nodes in node order.
 The pass touches each node and tensor a bounded number of times.
@@ -44,6 +48,7 @@ class Group:
     anchor: int
     members: list[int] = field(default_factory=list)
     fused_activation: bool = False
+    fused_bias: bool = False
 
 
 @dataclass
@@ -155,6 +160,12 @@ def group_nodes(graph: Graph, capable: Callable[[int], bool]) -> list[Group]:
                 continue
             new_group(i)
             continue
+        if node.op_type == "Add" and node.domain in ("", "ai.onnx"):
+            group = _bias_group(graph, i, group_of, capable)
+            if group is not None:
+                join(i, group)
+                group.fused_bias = True
+                continue
         if node.op_type in ACTIVATIONS and node.domain in ("", "ai.onnx"):
             fused = _try_fuse_activation(graph, i, group_of, capable)
             if fused is not None:
@@ -199,6 +210,22 @@ def _exits(graph: Graph, group: Group) -> set[str]:
             if out in graph.graph_outputs or any(c not in members for c in graph.consumers.get(out, ())):
                 exits.add(out)
     return exits
+
+
+def _bias_group(graph: Graph, i: int, group_of: dict[int, Group], capable: Callable[[int], bool]) -> Group | None:
+    """The capable group whose output ``Add`` ``i`` adds a constant bias to, or None."""
+    inputs = [name for name in graph.nodes[i].input if name]
+    data = [name for name in inputs if name not in graph.consts]
+    if len(inputs) != 2 or len(data) != 1:
+        return None
+    p = graph.producer.get(data[0])
+    group = group_of.get(p) if p is not None else None
+    if group is None or group.fused_bias or group.fused_activation or not capable(group.anchor):
+        return None
+    exits = _exits(graph, group)
+    if exits != {data[0]} or exits & graph.graph_outputs:
+        return None
+    return group if set(graph.consumers.get(data[0], ())) == {i} else None
 
 
 def _try_fuse_activation(

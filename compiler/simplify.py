@@ -52,12 +52,16 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         # weight_tying (merging equal weights) compares every pair of same-shaped
         # constants: quadratic, and of no use for costing; skip it.
-        slimmed = onnxslim.slim(copy, skip_optimizations=["weight_tying"])
+        # FusionGemm rewrites a 3-D MatMul + Add as Reshape -> Gemm -> Reshape: two
+        # host operators more, and an activation after it no longer fuses; the
+        # workload builder fuses the bias Add into the MatMul instead.
+        slimmed = onnxslim.slim(copy, skip_optimizations=["weight_tying"], skip_fusion_patterns=["FusionGemm"])
     except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
         log.warning("onnxslim failed (%s: %s); retrying with constant folding only", type(exc).__name__, exc)
         copy.CopyFrom(model)
         try:
-            slimmed = onnxslim.slim(copy, skip_optimizations=["graph_fusion", "subexpression_elimination", "weight_tying"])
+            slimmed = onnxslim.slim(copy, skip_optimizations=["graph_fusion", "subexpression_elimination", "weight_tying"],
+                                    skip_fusion_patterns=["FusionGemm"])
         except Exception as exc2:  # noqa: BLE001
             log.warning("onnxslim failed again (%s); using the model unsimplified", exc2)
             slimmed = copy

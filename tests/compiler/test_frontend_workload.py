@@ -61,6 +61,33 @@ def test_silu_pair_is_fused_into_the_conv(tmp_path: Path) -> None:
     assert [(e.src, e.dst, e.elements) for e in w.edges] == [(conv.name, dw.name, 128)]
 
 
+# x[2,8,64] -> MatMul(W 64x128) -> Add(b) -> Relu -> MatMul(W2 128x64) -> Add(x) -> y
+# (PyTorch's Linear on a 3-D input: the bias is an Add of a constant after the MatMul)
+def test_linear_bias_add_and_activation_fuse_into_the_matmul(tmp_path: Path) -> None:
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 8, 64] x) => (float[2, 8, 64] y) {
+            h = MatMul(x, W)
+            hb = Add(h, b)
+            r = Relu(hb)
+            h2 = MatMul(r, W2)
+            y = Add(h2, x)
+        }
+        """,
+        weights(W=(64, 128), b=(128,), W2=(128, 64)),
+    )
+    w = load(save(model, tmp_path)).workload
+    fc1, fc2, residual = w.operators
+    assert [n.split("_")[0] for n in fc1.nodes] == ["MatMul", "Add", "Relu"]
+    # M = 128 outputs, N = 64 inputs, one MVM per row of the 2x8 activation: N_mvm = 16
+    assert (fc1.m, fc1.n, fc1.n_mvm, fc1.crossbars) == (128, 64, 16, 1)
+    assert fc1.n_out == 2 * 8 * 128  # the Relu's output
+    assert (fc2.m, fc2.n, fc2.n_mvm, fc2.nodes) == (64, 128, 16, (fc2.name,))
+    # the residual Add reads two activations: it is no bias and stays a host operator
+    assert residual.op_type == "Add" and not residual.cim_capable
+
+
 # x -> Conv --+--> Relu -> y1
 #             +--> y2           (conv output has two readers: no fusion)
 # x -> Add(x, x) -> Relu -> y3  (Add is not CIM-capable: no fusion)
