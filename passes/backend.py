@@ -9,7 +9,9 @@ Contract of ``Backend.solve(problem, formulation, options, warm_start)``:
 
 - ``formulation`` is the MILP built by the driver (``None`` is allowed for
   backends that do not need it; MILP backends build it themselves then).
-- ``warm_start`` is a feasible :class:`Schedule` (the best baseline) or ``None``.
+- ``warm_start`` is a feasible :class:`Schedule` (the better of the best baseline
+  and the heuristics' schedule) or ``None``; backends that can take one use it
+  as their starting incumbent or hint.
 - It returns a :class:`BackendOutcome`.  ``on_host`` is ``None`` when the solver
   found no solution.  When a solution exists, ``start_ns`` gives each operator's
   start time in the solver's schedule (the validator re-times it with the host
@@ -79,6 +81,9 @@ class SolveOptions:
     """Show the solver's own log (otherwise quiet)."""
     threads: int | None = None
     seed: int = 0
+    plain: bool = False
+    """The paper's formulation as written: no cuts, bounds or hints (MILP backends get it
+    through the built :class:`MilpModel`; CP-SAT builds its own model and reads it here)."""
 
     @property
     def effective_mip_gap(self) -> float:

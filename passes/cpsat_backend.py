@@ -442,17 +442,19 @@ def _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k)
 
 
 class CpSatBackend:
-    """``--solver cpsat``: ignores the MILP and builds the scheduling model above."""
+    """``--solver cpsat``: ignores the MILP and builds the scheduling model above.
+
+    ``options.plain`` selects the model without cuts, bounds or hints.
+    """
 
     name = "cpsat"
 
-    def __init__(self, plain: bool = False, deterministic: bool = True) -> None:
-        self.plain = plain
+    def __init__(self, deterministic: bool = True) -> None:
         self.deterministic = deterministic
 
     def solve(self, problem: PartitionProblem, formulation: object, options: SolveOptions,
               warm_start: Schedule | None) -> BackendOutcome:
         run = solve_cpsat(problem, time_limit_s=options.time_limit_s, mip_gap=options.mip_gap,
-                          seed=options.seed, threads=options.threads or 2, plain=self.plain,
+                          seed=options.seed, threads=options.threads or 2, plain=options.plain,
                           warm_start=warm_start, deterministic=self.deterministic, verbose=options.verbose)
         return run.outcome
