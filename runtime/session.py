@@ -66,6 +66,12 @@ class Session:
             for part in parts
         ]
         """Per partition: the same-device partitions that read its outputs straight from its buffers."""
+        self._uses: dict[tuple[str, str], int] = {}
+        for part in parts:
+            for tensor in part.inputs:
+                self._uses[(tensor, part.device)] = self._uses.get((tensor, part.device), 0) + 1
+        """(tensor, device) -> how many partitions read it there: after the last, the buffer is let go."""
+        self._transferred = {(tr.tensor, tr.dst_device) for tr in self.manifest.transfers}
         self.timeline: Timeline = replay(self.manifest.plan["timeline"])
         log.debug("loaded %d partitions and %d transfers from %s", len(parts), len(self.manifest.transfers),
                   self.manifest.directory)
@@ -118,7 +124,23 @@ class Session:
             for tr in self._transfers_by_tensor.get(tensor, ()):
                 if tr.src_device == device:
                     reuse = tr.dst_device if stage and tensor not in self._handed_out else None
-                    self.counter.copy(value, buffers[tr.dst_device], tensor, tr.bytes, tr.latency_ns, reuse)
+                    copied = self.counter.copy(value, buffers[tr.dst_device], tensor, tr.bytes, tr.latency_ns, reuse)
+                    if reuse and not self._uses.get((tensor, reuse)):  # nobody reads it there
+                        self.counter.release(copied, reuse)
+
+    def _let_go(self, buffers: dict[str, dict[str, np.ndarray]], part: PartitionEntry,
+                remaining: dict[tuple[str, str], int], stage: bool) -> None:
+        """Drop the inputs ``part`` was the last reader of from its device's buffers, so their memory
+        is reused while still warm (onnxruntime's arena for kernel outputs, the transfer pool for
+        copies); graph outputs on the host stay for the caller."""
+        for tensor in part.inputs:
+            key = (tensor, part.device)
+            remaining[key] -= 1
+            if remaining[key] or (part.device == "host" and tensor in self._handed_out):
+                continue
+            value = buffers[part.device].pop(tensor)
+            if stage and key in self._transferred and tensor not in self._handed_out:
+                self.counter.release(value, part.device)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One inference: the original model's outputs, by name."""
@@ -142,6 +164,7 @@ class Session:
         buffers: list[dict[str, dict[str, np.ndarray]] | None] = [None] * n
         done: list[set[int]] = [set() for _ in range(n)]
         started: list[set[int]] = [set() for _ in range(n)]
+        remaining = [dict(self._uses) for _ in range(n)]
         results: list[dict[str, np.ndarray] | None] = [None] * n
         running: dict[Future, tuple[int, int]] = {}
         admitted = finished = 0
@@ -155,6 +178,7 @@ class Session:
         def complete(i: int, k: int, values: Mapping[str, np.ndarray]) -> None:
             nonlocal finished
             self._arrive(buffers[i], parts[k].device, values, stage)  # type: ignore[arg-type]
+            self._let_go(buffers[i], parts[k], remaining[i], stage)  # type: ignore[arg-type]
             done[i].add(k)
             if len(done[i]) == len(parts):
                 host = buffers[i]["host"]  # type: ignore[index]
