@@ -35,55 +35,57 @@ def list_schedule(problem: PartitionProblem, on_host: Sequence[bool]) -> Schedul
     """Schedule a placement: CIM operators as soon as possible, host operators by list scheduling.
 
     The host runs next the ready operator that can start earliest; ties go to
-    the longest remaining path (bottom level), then the lower index.
+    the longest remaining path (bottom level), then the lower index.  Event driven
+    (an operator is looked at when its last predecessor finishes), so
+    single_split's n list schedules stay fast on long chains.
     """
     n = problem.n
     on_host = tuple(bool(h) for h in on_host)
-    preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    waiting = [0] * n  # predecessors not finished yet
+    for u, v, _ in problem.edges:
+        succs[u].append(v)
+        waiting[v] += 1
+    delays: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for u, v, t in problem.edges:
-        preds[v].append((u, t))
+        delays[v].append((u, t if on_host[u] != on_host[v] else 0.0))
     level = _bottom_levels(problem, on_host)
-    finish: list[float | None] = [None] * n
-    done = [False] * n
+    finish: list[float] = [0.0] * n
     host_free = 0.0
     order: list[int] = []
-    remaining = set(range(n))
+    ready_host: dict[int, float] = {}  # host operator -> time its inputs are there
 
-    def ready_time(v: int) -> float | None:
-        ready = 0.0 if on_host[v] else problem.t_in_ns[v]
-        for u, t in preds[v]:
-            if finish[u] is None:
-                return None
-            ready = max(ready, finish[u] + (t if on_host[u] != on_host[v] else 0.0))  # type: ignore[operator]
-        return ready
-
-    while remaining:
-        progressed = True
-        while progressed:  # CIM operators never wait for each other: place every one that is ready
-            progressed = False
-            for v in sorted(remaining):
-                if not on_host[v]:
-                    ready = ready_time(v)
-                    if ready is not None:
-                        finish[v] = ready + problem.t_cim_ns[v]  # type: ignore[operator]
-                        remaining.discard(v)
-                        progressed = True
-        best: tuple[float, float, int] | None = None
-        for v in remaining:
+    def release(first: int) -> None:
+        """All of ``first``'s predecessors are finished: a CIM operator runs at once (and may
+        release others in turn), a host operator waits for the host.  A stack, not recursion:
+        CIM chains can be longer than Python's recursion limit."""
+        stack = [first]
+        while stack:
+            v = stack.pop()
+            ready = 0.0 if on_host[v] else problem.t_in_ns[v]
+            for u, delay in delays[v]:
+                ready = max(ready, finish[u] + delay)
             if on_host[v]:
-                ready = ready_time(v)
-                if ready is not None:
-                    key = (max(ready, host_free), -level[v], v)
-                    if best is None or key < best:
-                        best = key
-        if best is None:
-            break
-        start, _, v = best
+                ready_host[v] = ready
+                continue
+            finish[v] = ready + problem.t_cim_ns[v]  # type: ignore[operator]
+            for w in succs[v]:
+                waiting[w] -= 1
+                if waiting[w] == 0:
+                    stack.append(w)
+
+    for v in [v for v in range(n) if waiting[v] == 0]:  # sources, listed before releasing any
+        release(v)
+    while ready_host:
+        start, _, v = min((max(ready, host_free), -level[v], v) for v, ready in ready_host.items())
+        del ready_host[v]
         finish[v] = start + problem.t_host_ns[v]
-        host_free = finish[v]  # type: ignore[assignment]
+        host_free = finish[v]
         order.append(v)
-        remaining.discard(v)
-        done[v] = True
+        for w in succs[v]:
+            waiting[w] -= 1
+            if waiting[w] == 0:
+                release(w)
     return simulate(problem, on_host, order)
 
 

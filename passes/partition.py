@@ -11,6 +11,7 @@ import math
 import time
 
 from cimsplit.compiler.errors import CimsplitError
+from cimsplit.passes import dag
 from cimsplit.passes.backend import (
     BACKENDS,
     STATUS_INFEASIBLE,
@@ -27,13 +28,28 @@ from cimsplit.passes.problem import PartitionProblem
 from cimsplit.passes.result import PartitionResult, Schedule, SolverStats
 from cimsplit.passes.validate import InternalError, validate
 
-__all__ = ["MILP_SOLVERS", "SOLVER_CHOICES", "partition", "problem_from_costs"]
+__all__ = ["BRANCHY_PAIRS_PER_OPERATOR", "MILP_SOLVERS", "SOLVER_CHOICES", "auto_candidates", "partition",
+           "problem_from_costs"]
 
 log = logging.getLogger(__name__)
 
 MILP_SOLVERS = ("gurobi", "highs")
 """Backends that solve :class:`MilpModel`; others (cpsat) build their own model."""
 SOLVER_CHOICES = ("auto", *BACKENDS)
+
+BRANCHY_PAIRS_PER_OPERATOR = 1.0
+"""``--solver auto`` picks CP-SAT when incomparable pairs / operators reaches this.
+
+Incomparable pairs (eq. 10; every operator can run on the host, so every such
+pair may need serializing) are what the MILP pays for: one binary o_uv and two
+big-M rows each, whose LP relaxation is weak.  CP-SAT handles them with one
+no-overlap constraint.  Measured on the zoo (int8, bench/table1_scale.py):
+ResNet-18 0.15 pairs per operator (6 / 40), ResNet-50 0.13 (12 / 89),
+MobileNetV2 0 (65 operators, no branch holds an operator) -- linear graphs,
+which Gurobi solves instantly; YOLOv5n 7.2 (883 / 122) and the random
+detector DAGs 7-8 and Inception DAGs 2.5, on which HiGHS finds no solution in
+30 s while CP-SAT proves YOLOv5n optimal in < 0.4 s.  1 per operator (as many
+order variables as placement variables) sits far from both groups."""
 
 
 def problem_from_costs(workload, costs) -> PartitionProblem:
@@ -104,6 +120,21 @@ def _gap(objective_ns: float, bound_ns: float) -> float:
     return max(0.0, (objective_ns - bound_ns) / objective_ns)
 
 
+def auto_candidates(problem: PartitionProblem) -> tuple[list[str], str]:
+    """``--solver auto``'s back ends to try in order, and why (the start of the reason line).
+
+    Branchy graph (incomparable pairs >= :data:`BRANCHY_PAIRS_PER_OPERATOR` x operators):
+    CP-SAT.  Otherwise Gurobi (DESIGN §4: first choice) when it imports, is licensed
+    and the model fits its licence -- the driver learns the last two by trying --
+    else HiGHS.  CP-SAT missing falls through to the MILP order.
+    """
+    pairs = len(dag.incomparable_pairs(problem))
+    shape = f"{pairs} incomparable operator pairs for {problem.n} operators"
+    if problem.n and pairs >= BRANCHY_PAIRS_PER_OPERATOR * problem.n:
+        return ["cpsat", "gurobi", "highs"], f"branchy graph ({shape}, >= {BRANCHY_PAIRS_PER_OPERATOR:g} per operator)"
+    return ["gurobi", "highs"], f"nearly linear graph ({shape}, < {BRANCHY_PAIRS_PER_OPERATOR:g} per operator)"
+
+
 def _described(name: str) -> str:
     return "heuristic schedule" if name == "heuristic" else f"best baseline ({name})"
 
@@ -121,8 +152,9 @@ def partition(
 ) -> PartitionResult:
     """Place every operator on the host or the CIM with minimal makespan (section IV-B).
 
-    ``solver``: ``auto`` (Gurobi when it imports, is licensed and the model fits
-    the licence, else HiGHS), ``gurobi``, ``highs`` or ``cpsat``.  ``plain``
+    ``solver``: ``auto`` (see :func:`auto_candidates`: CP-SAT on branchy graphs,
+    else Gurobi when it imports, is licensed and the model fits the licence, else
+    HiGHS), ``gurobi``, ``highs`` or ``cpsat``.  ``plain``
     solves the paper's formulation as written (no cuts or tightenings).
     The result's schedule is validated, and never worse than the best baseline.
     ``warm_start=False`` solves cold (no baseline handed to the solver, no
@@ -161,9 +193,12 @@ def partition(
     # The heuristic's clock guard is 3x its budget (<= 15 % of the limit): the solver keeps most of it.
     options = SolveOptions(time_limit_s=max(float(time_limit_s) - heuristic_s, 0.5 * time_limit_s), mip_gap=mip_gap,
                            verbose=verbose, threads=threads, plain=plain)
-    # auto: Gurobi, else HiGHS.  A named solver that cannot run for licence reasons also
-    # degrades to HiGHS (DESIGN §9); a named solver whose package is missing is an error.
-    candidates = ["gurobi", "highs"] if solver == "auto" else list(dict.fromkeys([solver, "highs"]))
+    # A named solver that cannot run for licence reasons degrades to HiGHS (DESIGN §9);
+    # a named solver whose package is missing is an error.
+    if solver == "auto":
+        candidates, shape = auto_candidates(problem)
+    else:
+        candidates, shape = list(dict.fromkeys([solver, "highs"])), ""
     formulation: MilpModel | None = None
     reasons: list[str] = []
     outcome: BackendOutcome | None = None
@@ -186,8 +221,10 @@ def partition(
         break
     assert outcome is not None
     if solver == "auto":
-        why = "; ".join(reasons) if reasons else "gurobipy is installed, licensed and the model fits its licence"
-        reason = f"auto chose {outcome.solver}: {why}"
+        why = [shape, *reasons]
+        if outcome.solver == "gurobi":
+            why.append("gurobipy is installed, licensed and the model fits its licence")
+        reason = f"auto chose {outcome.solver}: {'; '.join(why)}"
     elif reasons:
         reason = f"requested {solver}, ran {outcome.solver}: {'; '.join(reasons)}"
     else:

@@ -10,9 +10,10 @@ from cimsplit.compiler.costs import Costs, EdgeCost, IoTransfer, OperatorCost
 from cimsplit.compiler.errors import CimsplitError
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.workload import Edge, Operator, Workload
-from cimsplit.passes import PartitionProblem, partition, problem_from_costs
+from cimsplit.passes import PartitionProblem, dag, partition, problem_from_costs
 from cimsplit.passes.backend import BackendMissing
 from cimsplit.passes.heuristics import best_heuristic
+from cimsplit.passes.partition import auto_candidates
 from cimsplit.passes.random_dags import random_problem
 from cimsplit.passes.report import result_to_json
 
@@ -52,31 +53,74 @@ def test_gurobi_requested_without_gurobipy_names_the_extra(no_gurobipy):
     assert "pip install 'cimsplit[gurobi]'" in info.value.one_line()
 
 
+def _chain(n: int) -> PartitionProblem:
+    """o0 -> o1 -> ... -> o(n-1): each host 100 ns / CIM 10 ns, 1 crossbar, transfers 5 ns; budget n // 2."""
+    return PartitionProblem(names=tuple(f"o{i}" for i in range(n)), t_host_ns=(100.0,) * n, t_cim_ns=(10.0,) * n,
+                            crossbars=(1,) * n, edges=tuple((i, i + 1, 5.0) for i in range(n - 1)), budget=n // 2)
+
+
 def test_auto_without_gurobipy_runs_highs_and_says_why(no_gurobipy):
     result = partition(CHAIN, solver="auto")
     assert result.solver.name == "highs"
-    assert result.solver.reason.startswith("auto chose highs: gurobi skipped:")
-    assert "not installed" in result.solver.reason
+    # one line: the graph's shape (a chain: 0 incomparable pairs), then why Gurobi did not run
+    assert result.solver.reason.startswith(
+        "auto chose highs: nearly linear graph (0 incomparable operator pairs for 3 operators, < 1 per operator); "
+        "gurobi skipped:")
+    assert "not installed" in result.solver.reason and "\n" not in result.solver.reason
     assert result.schedule.makespan_ns == pytest.approx(50)
 
 
-def test_auto_with_a_licensed_gurobi_runs_gurobi():
-    if gurobi_unavailable_reason():
-        pytest.skip(f"Gurobi unavailable: {gurobi_unavailable_reason()}")
+def test_auto_on_a_chain_runs_gurobi_when_licensed_else_highs():
     result = partition(CHAIN, solver="auto")
-    assert result.solver.name == "gurobi"
-    assert "licensed" in result.solver.reason
+    expected = "highs" if gurobi_unavailable_reason() else "gurobi"
+    assert result.solver.name == expected
+    assert "nearly linear graph" in result.solver.reason
+    if expected == "gurobi":
+        assert "licensed" in result.solver.reason
+
+
+def test_auto_on_a_branchy_dag_runs_cpsat():
+    # 40-operator layered DAG: 332 incomparable pairs, 8.3 per operator >= 1.
+    problem = random_problem(40, seed=0, style="layered")
+    assert len(dag.incomparable_pairs(problem)) == 332
+    result = partition(problem, solver="auto", time_limit_s=20)
+    assert result.solver.name == "cpsat"
+    assert result.solver.reason == ("auto chose cpsat: branchy graph (332 incomparable operator pairs for 40 "
+                                    "operators, >= 1 per operator)")
+    assert result.solver.status == "optimal"
+
+
+def test_auto_threshold_is_pairs_per_operator():
+    #   a -> b, a -> c, b -> d, c -> d   (diamond: 1 incomparable pair {b, c}, 4 operators: linear)
+    diamond = PartitionProblem(names=tuple("abcd"), t_host_ns=(10.0,) * 4, t_cim_ns=(1.0,) * 4, crossbars=(1,) * 4,
+                               edges=((0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)), budget=2)
+    assert auto_candidates(diamond)[0][0] != "cpsat"
+    #   a, b, c with no edges: 3 pairs for 3 operators, 1 per operator: branchy
+    loose = PartitionProblem(names=tuple("abc"), t_host_ns=(10.0,) * 3, t_cim_ns=(1.0,) * 3, crossbars=(1,) * 3,
+                             edges=(), budget=1)
+    assert auto_candidates(loose)[0][0] == "cpsat"
+
+
+@pytest.mark.parametrize("solver", ["gurobi", "highs", "cpsat"])
+def test_named_solver_runs_that_solver(solver):
+    if solver == "gurobi" and gurobi_unavailable_reason():
+        pytest.skip(f"Gurobi unavailable: {gurobi_unavailable_reason()}")
+    result = partition(random_problem(40, seed=0, style="layered"), solver=solver, time_limit_s=20)
+    assert result.solver.name == solver
+    assert result.solver.reason == f"requested with --solver {solver}"
 
 
 def test_model_too_large_for_the_gurobi_licence_falls_back_to_highs():
     if gurobi_unavailable_reason():
         pytest.skip(f"Gurobi unavailable: {gurobi_unavailable_reason()}")
-    problem = random_problem(120, seed=0, style="detector")  # about 1,300 variables and 2,400 rows
-    first = partition(problem, solver="auto", time_limit_s=2.0)
+    # A linear chain (auto's MILP branch); the plain model has x, s, z per operator/edge:
+    # 700 + 700 + 699 + 1 (T) = 2,100 variables > the pip licence's 2,000.
+    first = partition(_chain(700), solver="auto", time_limit_s=5.0, plain=True)
     if first.solver.name == "gurobi":
         pytest.skip("this Gurobi licence is not size-limited")
     assert first.solver.name == "highs"
-    assert "size-limited" in first.solver.reason
+    assert "nearly linear graph" in first.solver.reason and "size-limited" in first.solver.reason
+    problem = random_problem(120, seed=0, style="detector")  # about 1,300 variables and 2,400 rows
     named = partition(problem, solver="gurobi", time_limit_s=2.0)  # a named solver degrades too, with a warning
     assert named.solver.name == "highs"
     assert any("solved with HiGHS instead" in w for w in named.warnings)
