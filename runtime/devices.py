@@ -28,7 +28,10 @@ log = logging.getLogger(__name__)
 class Kernel(Protocol):
     """A loaded partition: feeds by input name in, outputs by name out.
 
-    Returned arrays may be buffers of the kernel that its next ``run`` refills.
+    Returned arrays may be buffers of the kernel that its next ``run`` refills;
+    a kernel whose outputs are new arrays every run says so with a
+    ``fresh_outputs = True`` attribute, which spares the copy of graph outputs
+    handed to the caller.
     """
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
@@ -102,6 +105,8 @@ class _OrtKernel:
     shared arena): binding preallocated output buffers instead measured about
     1% slower, as those buffers are cold when the next inference writes them.
     """
+
+    fresh_outputs = True
 
     def __init__(self, model: onnx.ModelProto, threads: int) -> None:
         self._session = ort.InferenceSession(

@@ -111,13 +111,14 @@ class Session:
 
     # --------------------------------------------------------------------- run
     def _arrive(self, buffers: dict[str, dict[str, np.ndarray]], device: str, values: Mapping[str, np.ndarray],
-                stage: bool) -> None:
+                stage: bool, fresh: bool = False) -> None:
         """Store values on ``device`` and perform the plan's transfers of them.
 
-        Graph outputs landing on the host are copied here: the kernel that made
-        them may refill its buffer before the caller gets them.
+        Graph outputs landing on the host are copied here unless ``fresh`` (the
+        kernel that made them returns new arrays each run): otherwise it may
+        refill its buffer before the caller gets them.
         """
-        if device == "host":
+        if device == "host" and not fresh:
             values = {t: np.array(v, copy=True) if t in self._handed_out else v for t, v in values.items()}
         buffers[device].update(values)
         for tensor, value in values.items():
@@ -177,7 +178,8 @@ class Session:
 
         def complete(i: int, k: int, values: Mapping[str, np.ndarray]) -> None:
             nonlocal finished
-            self._arrive(buffers[i], parts[k].device, values, stage)  # type: ignore[arg-type]
+            fresh = getattr(self._kernels[parts[k].name], "fresh_outputs", False)
+            self._arrive(buffers[i], parts[k].device, values, stage, fresh)  # type: ignore[arg-type]
             self._let_go(buffers[i], parts[k], remaining[i], stage)  # type: ignore[arg-type]
             done[i].add(k)
             if len(done[i]) == len(parts):
