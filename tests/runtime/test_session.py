@@ -1,4 +1,4 @@
-"""Split inference: outputs equal the original, transfers counted, devices concurrent, manifest checked."""
+"""Split inference: outputs equal the original, transfers counted and pooled, devices concurrent, manifest checked."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from cimsplit.compiler.hardware import Hardware
 from cimsplit.passes.emit import build_artifacts, write_artifacts
 from cimsplit.passes.fixed_placement import fixed_partition
 from cimsplit.runtime import OrtCpuDevice, Session
+from cimsplit.runtime.transfers import TransferCounter
 
 HW = Hardware("x86", element_bytes=1, bus_bandwidth_bytes_per_s=1e9)  # 1 ns per byte
 
@@ -242,3 +243,37 @@ def test_a_stream_overlaps_inputs_across_devices(tmp_path) -> None:
     assert gate.host_saw_open
     for feeds, got in zip(stream, results):
         np.testing.assert_allclose(got["y"], original(path, feeds["x"])[0], rtol=1e-6)
+
+
+def test_a_released_buffer_is_refilled_and_a_held_one_never() -> None:
+    counter = TransferCounter()
+    host: dict[str, np.ndarray] = {}
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    first = counter.copy(a, host, "t", modeled_bytes=6, modeled_latency_ns=6.0, stage="host")
+    held = counter.copy(a + 1, host, "u", stage="host")  # nothing released yet: a buffer of its own
+    assert first is not held and host["u"] is held
+    counter.release(first, "host")
+    again = counter.copy(a * 2, host, "v", stage="host")
+    assert again is first  # the released buffer, refilled
+    np.testing.assert_array_equal(again, a * 2)
+    np.testing.assert_array_equal(held, a + 1)  # untouched
+    assert counter.copy(a, host, "w", stage="cim") is not first  # another device's pool
+    counter.release(held, "host")
+    assert counter.copy(a.ravel(), host, "x", stage="host") is not held  # another shape
+    assert counter.copy(a, host, "y") is not held  # unstaged (a graph output): always fresh
+    s = counter.stats
+    # six copies of 6 float32 each = 6 * 24 bytes; modeled totals only from the first call
+    assert (s.count, s.bytes, s.modeled_bytes, s.modeled_latency_ns) == (6, 6 * 24, 6, 6.0)
+
+
+def test_the_transfer_pool_does_not_grow_over_runs(tmp_path) -> None:
+    """Cycle model on CYCLE: t1 goes cim -> host and t2 host -> cim (pooled); y goes cim -> host as
+    the graph output (fresh each run).  After every run exactly those two buffers are back in the pool."""
+    out, _ = compile_dir(cycle_model(tmp_path), CYCLE, tmp_path / "out")
+    x = np.ones((2, 4), np.float32)
+    with Session(out) as session:
+        sizes = []
+        for _ in range(3):
+            session.run({"x": x})
+            sizes.append(sorted((stage, len(free)) for (stage, _, _), free in session.counter._pool.items()))
+    assert sizes == [[("cim", 1), ("host", 1)]] * 3
