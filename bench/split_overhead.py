@@ -4,16 +4,19 @@ Builds a zoo model (ResNet-50 by default), compiles it for 100 crossbars at
 50 ns per MVM, then times ``cimsplit.runtime.Session.run`` and a plain
 onnxruntime session of the original model with the same thread settings
 (intra-op threads, sequential, all optimizations), alternating the two run by
-run so that machine load hits both alike.  Prints medians and their ratio
-(target: split / monolithic <= 1.15).
+run so that machine load hits both alike.  Prints medians, the median of
+per-run pair ratios and the best-run ratio (target: split / monolithic <= 1.15),
+the bytes the runtime copied per inference, and the load average before and
+after (the machine is shared: a ratio measured under load is noisier).
 
     .venv/bin/python bench/split_overhead.py [--model resnet50] [--image-size 224]
-        [--runs 20] [--warmup 3] [--threads 1] [--crossbars 100] [--mvm-latency 50ns]
+        [--runs 30] [--warmup 3] [--threads 1] [--crossbars 100] [--mvm-latency 50ns]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -53,6 +56,7 @@ def main() -> int:
             return status
         print(f"compile: {time.perf_counter() - start:.1f} s (profiling included unless cached)")
 
+        load_before = os.getloadavg()
         mono = ort.InferenceSession(str(model_path), sess_options=session_options(args.threads),
                                     providers=["CPUExecutionProvider"])
         with Session(out, threads=args.threads) as split:
@@ -73,9 +77,14 @@ def main() -> int:
                     (t_mono if label == "mono" else t_split).append(time.perf_counter() - t0)
             parts = len(split.manifest.partitions)
             transfers = len(split.manifest.transfers)
+            copied_mb = split.transfer_stats.bytes / split.runs / 1e6
+        load_after = os.getloadavg()
     m_mono, m_split = statistics.median(t_mono) * 1e3, statistics.median(t_split) * 1e3
     print(f"model {args.model} (image {args.image_size or 'default'}{', int8' if args.int8 else ''}), "
           f"{parts} partitions, {transfers} transfers, {args.threads} thread(s), {args.runs} runs")
+    print(f"load average (1, 5, 15 min): before {' '.join(f'{v:.2f}' for v in load_before)}, "
+          f"after {' '.join(f'{v:.2f}' for v in load_after)} on {os.cpu_count()} CPUs")
+    print(f"transfers copied {copied_mb:.1f} MB per inference (counted)")
     print(f"monolithic onnxruntime: median {m_mono:.2f} ms per inference")
     print(f"split (cimsplit run):   median {m_split:.2f} ms per inference")
     pair = statistics.median(b / a for a, b in zip(t_mono, t_split))
