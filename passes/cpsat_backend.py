@@ -136,7 +136,7 @@ class CpSatRun:
 class _Incumbents:
     """Solution callback: records when each improving solution arrived (for the bench)."""
 
-    def __init__(self, begin: float, unit_ns: float) -> None:
+    def __init__(self, begin: float, unit_ns: float, on_new=None) -> None:
         from ortools.sat.python import cp_model
 
         class _Cb(cp_model.CpSolverSolutionCallback):
@@ -146,6 +146,8 @@ class _Incumbents:
 
             def on_solution_callback(cb) -> None:  # noqa: N805
                 cb.trace.append((time.perf_counter() - begin, cb.ObjectiveValue() * unit_ns))
+                if on_new is not None:
+                    on_new(cb.ObjectiveValue())
 
         self.callback = _Cb()
 
@@ -158,7 +160,9 @@ def _floor_units(t_ns: float, unit_ns: float) -> int:
 def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_gap: float | None = None,
                 seed: int = 0, threads: int = 2, plain: bool = False, warm_start: Schedule | None = None,
                 deterministic: bool = True, verbose: bool = False, record: bool = False,
-                heuristic_time_s: float | None = None) -> CpSatRun:
+                heuristic_time_s: float | None = None, cumulative_host: bool = False,
+                parameters: dict | None = None, whole_windows: bool = False,
+                bound_worker: bool = False) -> CpSatRun:
     """Build and solve the CP-SAT model; the schedule returned is re-timed in real ns."""
     try:
         from ortools.sat.python import cp_model
@@ -233,6 +237,8 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         else:
             intervals.append(m.NewFixedSizeIntervalVar(s[v], host[v], f"h{v}"))
     m.AddNoOverlap(intervals)  # the single-core host (eq. 10-12)
+    if cumulative_host and not plain:
+        m.AddCumulative(intervals, [1] * n, 1)  # the same host again, for the cumulative propagators
     z: dict[tuple[int, int], object] = {}
     for u, v, tr in edges:
         if tr > 0 and (capable[u] or capable[v]):
@@ -270,7 +276,8 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
             members = [w for w in range(v + 1, n) if (desc[v] >> w) & 1]
             if len(members) >= 2:
                 m.Add(makespan >= finish(v) + load(members))
-        extra_hints = _add_idle_chain_cut(m, makespan, max(t_lower, ub), s, x, host, capable, anc, desc, n, hint, load)
+        extra_hints = _add_idle_chain_cut(m, makespan, max(t_lower, ub), s, x, host, capable, anc, desc, n, hint, load,
+                                          whole_windows)
         if hint is not None:
             for var, value in extra_hints:
                 m.AddHint(var, value)
@@ -285,22 +292,37 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
 
     proto = m.Proto()
     n_vars, n_cons = len(proto.variables), len(proto.constraints)
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
     remaining = max(0.05, time_limit_s - (time.perf_counter() - begin))
-    prm.max_time_in_seconds = remaining
-    prm.num_workers = max(1, threads)
-    prm.random_seed = int(seed)
-    prm.relative_gap_limit = gap_limit
-    prm.log_search_progress = verbose
-    if deterministic:
-        # Interleaved search does not depend on thread timing: a solve that ends before the
-        # time limit (proven optimum) gives the same answer every run.  A wall-clock limit
-        # can still cut it at a different point, as with any solver's time limit.
-        prm.interleave_search = True
-        prm.interleave_batch_size = prm.num_workers  # short batches: little waiting once a worker is done
-    cb = _Incumbents(begin, unit) if record else None
-    code = solver.Solve(m, cb.callback if cb else None)
+    pair = bound_worker and not plain and threads >= 2
+
+    def configure(solver, workers: int) -> None:
+        prm = solver.parameters
+        prm.max_time_in_seconds = remaining
+        prm.num_workers = max(1, workers)
+        prm.random_seed = int(seed)
+        prm.relative_gap_limit = gap_limit
+        prm.log_search_progress = verbose
+        if deterministic:
+            # Interleaved search does not depend on thread timing: a solve that ends before the
+            # time limit (proven optimum) gives the same answer every run.  A wall-clock limit
+            # can still cut it at a different point, as with any solver's time limit.
+            prm.interleave_search = True
+            prm.interleave_batch_size = prm.num_workers  # short batches: little waiting once a worker is done
+        for key, value in (parameters or {}).items():
+            if isinstance(value, list):
+                getattr(prm, key).extend(value)
+            else:
+                setattr(prm, key, value)
+
+    solver = cp_model.CpSolver()
+    configure(solver, threads - 1 if pair else threads)
+    if pair:
+        code, solver, bound_units, trace = _solve_with_bound_worker(m, solver, configure, gap_limit, begin, unit)
+    else:
+        cb = _Incumbents(begin, unit) if record else None
+        code = solver.Solve(m, cb.callback if cb else None)
+        bound_units = solver.BestObjectiveBound()
+        trace = cb.callback.trace if cb else []
     elapsed = time.perf_counter() - begin
 
     schedule: Schedule | None = None
@@ -311,7 +333,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         schedule = simulate(problem, on_host, order)
     elif warm_start is not None and code != cp_model.INFEASIBLE:
         schedule = warm_start  # CP-SAT was handed it: still the incumbent
-    bound_ns = solver.BestObjectiveBound() * unit if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) else 0.0
+    bound_ns = bound_units * unit if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) else 0.0
     if not exact:
         bound_ns *= 1.0 - 1e-15  # units -> ns rounded down, so that it stays a lower bound
     bound_ns = max(0.0, bound_ns)  # (exact units are powers of two: the product is exact)
@@ -341,7 +363,89 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         bound_ns=bound_ns, time_s=elapsed, n_variables=n_vars, n_constraints=n_cons)
     log.info("cp-sat %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,
              outcome.objective_ns, bound_ns, elapsed, n_vars, n_cons)
-    return CpSatRun(outcome, schedule, unit, exact, cb.callback.trace if cb else [], warm_at)
+    return CpSatRun(outcome, schedule, unit, exact, trace if record else [], warm_at)
+
+
+def _solve_with_bound_worker(m, main, configure, gap_limit: float, begin: float, unit: float):
+    """Solve ``m`` with ``main`` and, beside it on one more thread, a bound worker.
+
+    The bound worker is CP-SAT's LB-tree search (``optimize_with_lb_tree_search``,
+    one thread): it raises the proven lower bound much faster than the default
+    interleaved portfolio on these models.  Exactness: both solve the same model,
+    so each proven bound is a lower bound of its optimum and the larger of the two
+    is one too; every solution either returns is a solution of the model.  The
+    pair stops when one proves its optimum alone or when the best solution of
+    either meets the best bound of either within ``gap_limit`` (CP-SAT's own
+    relative gap).  Returns (status code, the solver holding the best solution,
+    the best bound in units, merged incumbent trace).
+
+    Determinism: the solution reported is the main solver's unless the bound
+    worker's is strictly better or the bound worker proved optimality alone.
+    A solve proven optimal always reports the optimal makespan and bound; which
+    of two equally good schedules is returned can depend on which thread
+    proves it first, so this is opt-in (``bound_worker=True``).
+    """
+    import threading
+
+    from ortools.sat.python import cp_model
+
+    side = cp_model.CpSolver()
+    configure(side, 1)
+    side.parameters.interleave_search = False
+    side.parameters.optimize_with_lb_tree_search = True
+    lock = threading.Lock()
+    best = {"obj": math.inf, "bound": -math.inf}
+
+    def check() -> None:
+        obj, bound = best["obj"], best["bound"]
+        if math.isfinite(obj) and obj - bound <= gap_limit * max(1.0, abs(obj)):
+            main.StopSearch()
+            side.StopSearch()
+
+    def on_bound(value: float) -> None:
+        with lock:
+            best["bound"] = max(best["bound"], value)
+            check()
+
+    def on_solution(value: float) -> None:
+        with lock:
+            best["obj"] = min(best["obj"], value)
+            check()
+
+    cb, side_cb = _Incumbents(begin, unit, on_solution), _Incumbents(begin, unit, on_solution)
+    main.best_bound_callback = on_bound
+    side.best_bound_callback = on_bound
+    result: dict = {}
+
+    def run_side() -> None:
+        result["code"] = side.Solve(m, side_cb.callback)
+        if result["code"] in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+            main.StopSearch()
+
+    thread = threading.Thread(target=run_side, name="cpsat-bound", daemon=True)
+    thread.start()
+    code = main.Solve(m, cb.callback)
+    if code in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+        side.StopSearch()
+    thread.join()
+    side_code = result.get("code", cp_model.UNKNOWN)
+    trace = sorted(cb.callback.trace + side_cb.callback.trace)
+    has = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    if code == cp_model.INFEASIBLE or side_code == cp_model.INFEASIBLE:
+        return cp_model.INFEASIBLE, main, 0.0, trace
+    bound = max(main.BestObjectiveBound() if code in has or code == cp_model.UNKNOWN else -math.inf,
+                side.BestObjectiveBound() if side_code in has or side_code == cp_model.UNKNOWN else -math.inf)
+    chosen, chosen_code = main, code
+    if side_code in has and (code not in has or side.ObjectiveValue() < main.ObjectiveValue()
+                             or (side_code == cp_model.OPTIMAL and code != cp_model.OPTIMAL
+                                 and side.ObjectiveValue() <= main.ObjectiveValue())):
+        chosen, chosen_code = side, side_code
+    if chosen_code in has:
+        objective = chosen.ObjectiveValue()
+        bound = min(bound, objective)
+        if objective - bound <= gap_limit * max(1.0, abs(objective)):
+            chosen_code = cp_model.OPTIMAL  # proven by the pair, as CP-SAT itself reports a gap-limit stop
+    return chosen_code, chosen, bound if math.isfinite(bound) else 0.0, trace
 
 
 def _host_chains(capable: list[bool], anc: list[int], desc: list[int], n: int, limit: int) -> list[list[int]]:
@@ -374,7 +478,8 @@ def _host_chains(capable: list[bool], anc: list[int], desc: list[int], n: int, l
     return chains
 
 
-def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n, hint, load) -> list:
+def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n, hint, load,
+                        whole: bool = False) -> list:
     """Host idle time forced along chains of host-only operators (keeps the optimum).
 
     Take host-only operators v_1, ..., v_k, each an ancestor of the next.  The
@@ -390,6 +495,15 @@ def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n,
     chain); this one adds the waiting to the work.  (Its LP relaxation lets an
     operator fill several windows, as if preempted: it is weakest when a long
     operator runs beside a chain of short waits.)
+
+    ``whole=True`` closes that hole: a host operator w off the chain sits, in
+    the host order, between two consecutive chain operators (or before the
+    first, or after the last), so it lies entirely inside one window or after
+    the chain (with a zero-length chain operator in between, w still ends
+    before it starts or starts after it ends: the host runs one at a time).
+    So ``y_wi = T_host,w·b_wi`` with Booleans ``sum_i b_wi <= x_w``: every
+    schedule satisfies these rows with b = "w lies in W_i", the idle rows are
+    unchanged, and no solution is lost.
     Returns (variable, value) pairs that complete a hint schedule.
     """
     from ortools.sat.python import cp_model
@@ -399,11 +513,11 @@ def _add_idle_chain_cut(m, makespan, ub: int, s, x, host, capable, anc, desc, n,
         return []
     hints: list = []
     for k, chain in enumerate(chains):
-        hints += _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k)
+        hints += _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k, whole)
     return hints
 
 
-def _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k) -> list:
+def _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k, whole=False) -> list:
     """The rows of :func:`_add_idle_chain_cut` for one chain (variables tagged ``k``)."""
     from ortools.sat.python import cp_model
 
@@ -416,11 +530,16 @@ def _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k)
         free = everything & ~blocked
         members = [w for w in range(n) if (free >> w) & 1 and host[w] > 0]
         opens = 0 if a is None else s[a] + host[a]
-        ys = []
+        ys, own = [], []
         for w in members:
-            y = m.NewIntVar(0, host[w], f"y{k}_{w}_{i}")
-            fill.setdefault(w, []).append(y)
-            ys.append(y)
+            if whole:  # y_wi = T_host,w·b_wi: w lies wholly inside W_i or not at all
+                inside = m.NewBoolVar(f"b{k}_{w}_{i}")
+                ys.append(inside * host[w])
+            else:
+                inside = m.NewIntVar(0, host[w], f"y{k}_{w}_{i}")
+                ys.append(inside)
+            fill.setdefault(w, []).append(inside)
+            own.append(inside)
         idle = m.NewIntVar(0, max(0, ub), f"idle{k}_{i}")
         m.Add(idle == s[b] - opens - cp_model.LinearExpr.Sum(ys))
         idles.append(idle)
@@ -428,15 +547,20 @@ def _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k)
             w_open = 0.0 if a is None else hint.finish_ns[a]
             w_close = hint.start_ns[b]
             busy = 0
-            for w, y in zip(members, ys):
+            for w, inside in zip(members, own):
                 overlap = 0
                 if hint.on_host[w]:
                     overlap = int(round(max(0.0, min(hint.finish_ns[w], w_close) - max(hint.start_ns[w], w_open))))
-                hints.append((y, overlap))
+                if whole:
+                    overlap = host[w] if overlap > 0 else 0
+                hints.append((inside, int(overlap > 0) if whole else overlap))
                 busy += overlap
             hints.append((idle, int(round(w_close - w_open)) - busy))
     for w, ys in fill.items():
-        m.Add(cp_model.LinearExpr.Sum(ys) <= host[w] * x[w])
+        if whole:
+            m.Add(cp_model.LinearExpr.Sum(ys) <= x[w])
+        else:
+            m.Add(cp_model.LinearExpr.Sum(ys) <= host[w] * x[w])
     m.Add(makespan >= load(range(n)) + cp_model.LinearExpr.Sum(idles))
     return hints
 
