@@ -4,6 +4,7 @@
         [--random inception:150,detector:100,detector:250,detector:400,layered:400]
         [--backends cpsat,highs,gurobi] [--formulations plain,improved] [--time-limit 30]
         [--time-limit-large 60] [--seed 0] [--hw arm] [--crossbars 100] [--mvm-latency-ns 50]
+        [--grid] [--cpsat-bound-worker]
 
 Columns: operators, variables and constraints of the model the back end solved,
 the time to the first solution within 1 % of the final one, the time to proven
@@ -62,8 +63,8 @@ def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> Pa
     return problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
 
 
-def run_cpsat(problem: PartitionProblem, plain: bool, limit_s: float, seed: int) -> dict:
-    run = solve_cpsat(problem, time_limit_s=limit_s, seed=seed, plain=plain, record=True)
+def run_cpsat(problem: PartitionProblem, plain: bool, limit_s: float, seed: int, bound_worker: bool = False) -> dict:
+    run = solve_cpsat(problem, time_limit_s=limit_s, seed=seed, plain=plain, record=True, bound_worker=bound_worker)
     out = run.outcome
     final = out.objective_ns
     found = list(run.incumbents) + ([run.warm_start] if run.warm_start and not plain else [])
@@ -110,14 +111,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hw", default="arm")
     parser.add_argument("--crossbars", type=int, default=100)
     parser.add_argument("--mvm-latency-ns", type=float, default=50.0)
+    parser.add_argument("--cpsat-bound-worker", action="store_true",
+                        help="CP-SAT improved: LB-tree search on a second thread (solve_cpsat(bound_worker=True))")
+    parser.add_argument("--grid", action="store_true",
+                        help="zoo models at every point of the paper's grid: crossbars 25/50/100/200 x MVM 50/100/500/1000 ns")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
 
     instances: list[tuple[str, PartitionProblem]] = []
-    for spec in filter(None, args.zoo.split(",")):
+    points = [(x, t) for x in (25, 50, 100, 200) for t in (50.0, 100.0, 500.0, 1000.0)] if args.grid else [None]
+    for spec, point in [(spec, point) for spec in filter(None, args.zoo.split(",")) for point in points]:
         name, _, xbars = spec.partition("@")
+        crossbars, mvm_ns = point if point else (int(xbars or args.crossbars), args.mvm_latency_ns)
+        label = f"{name}@{crossbars}/{mvm_ns:g}ns" if point else spec
         try:
-            instances.append((spec, zoo_problem(name, args.hw, int(xbars or args.crossbars), args.mvm_latency_ns)))
+            instances.append((label, zoo_problem(name, args.hw, crossbars, mvm_ns)))
         except (CimsplitError, ImportError, AttributeError) as exc:  # a pipeline piece not there yet
             print(f"# {spec}: skipped ({exc})", file=sys.stderr)
     for spec in filter(None, args.random.split(",")):
@@ -136,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 plain = form == "plain"
                 try:
                     if backend == "cpsat":
-                        r = run_cpsat(problem, plain, limit, args.seed)
+                        r = run_cpsat(problem, plain, limit, args.seed, args.cpsat_bound_worker)
                     else:
                         r = run_milp(backend, problem, plain, limit, args.seed)
                 except CimsplitError as exc:

@@ -2,8 +2,9 @@
 
 ``bound_worker=True`` runs LB-tree search on a second thread beside the main
 search and keeps the best solution and the best bound of the two;
-``whole_windows=True`` makes each host operator fill at most one window of the
-idle-chain cut, whole.  Both must keep the optimum (same makespan as the brute
+``cumulative_host=True`` states the host a second time as a capacity-1
+cumulative (for its propagators); ``whole_windows=True`` makes each host operator fill at most one window of the
+idle-chain cut, whole.  Each must keep the optimum (same makespan as the brute
 force of ``test_cpsat_bruteforce``) and a bound that never exceeds it.
 """
 
@@ -16,7 +17,8 @@ from cimsplit.passes.schedule import simulate
 
 from test_cpsat_bruteforce import PROBLEMS, brute_force_ns
 
-OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": dict(whole_windows=True, threads=1)}
+OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": dict(whole_windows=True, threads=1),
+           "cumulative_host": dict(cumulative_host=True, threads=1)}
 
 
 @pytest.mark.parametrize("chunk", range(7))
