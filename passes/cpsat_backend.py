@@ -162,7 +162,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
                 deterministic: bool = True, verbose: bool = False, record: bool = False,
                 heuristic_time_s: float | None = None, cumulative_host: bool = False,
                 parameters: dict | None = None, whole_windows: bool = False,
-                bound_worker: bool = False) -> CpSatRun:
+                bound_worker: bool = False, cim_idle_cut: bool = False) -> CpSatRun:
     """Build and solve the CP-SAT model; the schedule returned is re-timed in real ns."""
     try:
         from ortools.sat.python import cp_model
@@ -280,6 +280,8 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
                 m.Add(makespan >= finish(v) + load(members))
         extra_hints = _add_idle_chain_cut(m, makespan, max(t_lower, ub), s, x, host, capable, anc, desc, n, hint, load,
                                           whole_windows)
+        if cim_idle_cut:
+            extra_hints += _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint, load)
         if hint is not None:
             for var, value in extra_hints:
                 m.AddHint(var, value)
@@ -448,6 +450,72 @@ def _solve_with_bound_worker(m, main, configure, gap_limit: float, begin: float,
         if objective - bound <= gap_limit * max(1.0, abs(objective)):
             chosen_code = cp_model.OPTIMAL  # proven by the pair, as CP-SAT itself reports a gap-limit stop
     return chosen_code, chosen, bound if math.isfinite(bound) else 0.0, trace
+
+
+def _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint, load) -> list:
+    """Host idle time forced while CIM operators of one chain run (keeps the optimum).
+
+    Take CIM-capable operators v_1, ..., v_k, each an ancestor of the next (the
+    chain of largest total CIM time).  If v_i runs on the CIM, the host can work
+    during [s_i, f_i] only on operators incomparable to v_i (ancestors finish
+    before s_i, descendants start after f_i).  With ``y_wi`` the time host
+    operator w overlaps [s_i, f_i]: ``sum_i y_wi <= x_w·T_host,w`` and the host
+    idles at least ``idle_i >= (1 - x_i)·T_acc,i - sum_w y_wi`` (>= 0) there.  The
+    intervals of a chain are disjoint (v_i finishes before v_{i+1} starts) and lie
+    in [0, T], so ``T >= sum_v x_v·T_host,v + sum_i idle_i``.  Every schedule
+    satisfies the rows with its own overlaps (idle_i = its real idle time in
+    [s_i, f_i], or 0 when v_i is on the host), so no solution is lost.
+    Returns (variable, value) pairs that complete a hint schedule.
+    """
+    from ortools.sat.python import cp_model
+
+    cands = [v for v in range(n) if capable[v] and acc[v] > 0]
+    weight: dict[int, int] = {}
+    prev: dict[int, int | None] = {}
+    for v in cands:
+        best, arg = 0, None
+        for u in cands:
+            if u >= v:
+                break
+            if (anc[v] >> u) & 1 and weight[u] > best:
+                best, arg = weight[u], u
+        weight[v], prev[v] = best + acc[v], arg
+    if not weight:
+        return []
+    end: int | None = max(cands, key=lambda w: (weight[w], -w))
+    chain: list[int] = []
+    while end is not None:
+        chain.append(end)
+        end = prev[end]
+    chain.reverse()
+    everything = (1 << n) - 1
+    fill: dict[int, list] = {}
+    idles, hints = [], []
+    for i, v in enumerate(chain):
+        free = everything & ~(anc[v] | desc[v] | (1 << v))
+        members = [w for w in range(n) if (free >> w) & 1 and host[w] > 0]
+        ys = []
+        for w in members:
+            y = m.NewIntVar(0, min(host[w], acc[v]), f"c_{w}_{i}")
+            fill.setdefault(w, []).append(y)
+            ys.append(y)
+        idle = m.NewIntVar(0, acc[v], f"cidle_{i}")
+        m.Add(idle >= acc[v] - acc[v] * x[v] - cp_model.LinearExpr.Sum(ys))
+        idles.append(idle)
+        if hint is not None:
+            busy = 0
+            for w, y in zip(members, ys):
+                overlap = 0
+                if hint.on_host[w] and not hint.on_host[v]:
+                    overlap = int(round(max(0.0, min(hint.finish_ns[w], hint.finish_ns[v])
+                                            - max(hint.start_ns[w], hint.start_ns[v]))))
+                hints.append((y, overlap))
+                busy += overlap
+            hints.append((idle, 0 if hint.on_host[v] else max(0, acc[v] - busy)))
+    for w, ys in fill.items():
+        m.Add(cp_model.LinearExpr.Sum(ys) <= host[w] * x[w])
+    m.Add(makespan >= load(range(n)) + cp_model.LinearExpr.Sum(idles))
+    return hints
 
 
 def _host_chains(capable: list[bool], anc: list[int], desc: list[int], n: int, limit: int) -> list[list[int]]:

@@ -4,7 +4,8 @@
 search and keeps the best solution and the best bound of the two;
 ``cumulative_host=True`` states the host a second time as a capacity-1
 cumulative (for its propagators); ``whole_windows=True`` makes each host operator fill at most one window of the
-idle-chain cut, whole.  Each must keep the optimum (same makespan as the brute
+idle-chain cut, whole; ``cim_idle_cut=True`` adds the host idle time forced
+while a chain of CIM operators runs.  Each must keep the optimum (same makespan as the brute
 force of ``test_cpsat_bruteforce``) and a bound that never exceeds it.
 """
 
@@ -18,7 +19,9 @@ from cimsplit.passes.schedule import simulate
 from test_cpsat_bruteforce import PROBLEMS, brute_force_ns
 
 OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": dict(whole_windows=True, threads=1),
-           "cumulative_host": dict(cumulative_host=True, threads=1)}
+           "cumulative_host": dict(cumulative_host=True, threads=1),
+           "cim_idle_cut": dict(cim_idle_cut=True, threads=1),
+           "cim_idle_cut+bound_worker": dict(cim_idle_cut=True, bound_worker=True, threads=2)}
 
 
 @pytest.mark.parametrize("chunk", range(7))
