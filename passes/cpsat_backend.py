@@ -281,7 +281,14 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         extra_hints = _add_idle_chain_cut(m, makespan, max(t_lower, ub), s, x, host, capable, anc, desc, n, hint, load,
                                           whole_windows)
         if cim_idle_cut:
-            extra_hints += _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint, load)
+            pads = _cim_pads(n, capable, edges, t_in, t_out, problem.writes_output)
+            acc_pad = [acc[v] + pads[v][0] + pads[v][1] for v in range(n)]
+            extra_hints += _add_cim_idle_cut(m, makespan, s, x, host, acc_pad, capable, anc, desc, n, hint, load,
+                                             [acc[v] for v in range(n)], "a", [b for b, _ in pads])
+            if hint is not None:  # the same rows along the chain of the warm start's CIM operators
+                weight = [acc[v] if not hint.on_host[v] else 0 for v in range(n)]
+                extra_hints += _add_cim_idle_cut(m, makespan, s, x, host, acc_pad, capable, anc, desc, n, hint,
+                                                 load, weight, "h", [b for b, _ in pads])
         if hint is not None:
             for var, value in extra_hints:
                 m.AddHint(var, value)
@@ -452,11 +459,43 @@ def _solve_with_bound_worker(m, main, configure, gap_limit: float, begin: float,
     return chosen_code, chosen, bound if math.isfinite(bound) else 0.0, trace
 
 
-def _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint, load) -> list:
+def _cim_pads(n, capable, edges, t_in, t_out, writes_output) -> list[tuple[int, int]]:
+    """(before, after) bus time every CIM placement of v surely pays next to its run, in units.
+
+    Before: the smallest transfer from a predecessor when every predecessor is
+    host-only (so each edge is crossed once v is on the CIM: ``s_v >= f_u +
+    T_transfer,uv``), or the graph-input time when v has no predecessor.  After:
+    the same for successors, or the output time of an output writer without
+    successors.  So ``[s_v - before, f_v + after]`` holds no ancestor and no
+    descendant of v on the host, and the windows of a chain of capable operators
+    stay disjoint (a nonzero pad needs a host-only operator between two of them).
+    """
+    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    succs: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for u, v, tr in edges:
+        preds[v].append((u, tr))
+        succs[u].append((v, tr))
+
+    def pad(links: list[tuple[int, int]], alone: int) -> int:
+        if not links:
+            return alone
+        return min(tr for _, tr in links) if all(not capable[w] for w, _ in links) else 0
+
+    return [(pad(preds[v], t_in[v]), pad(succs[v], t_out[v] if writes_output[v] else 0)) if capable[v] else (0, 0)
+            for v in range(n)]
+
+
+def _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint, load, weights, tag,
+                      pad_before) -> list:
     """Host idle time forced while CIM operators of one chain run (keeps the optimum).
 
+    ``acc`` here is the CIM time plus the pads of :func:`_cim_pads`: the window
+    is ``[s_v - before, f_v + after]`` instead of ``[s_v, f_v]``, the argument below
+    unchanged (only incomparable host operators can overlap it; the windows of a
+    chain are disjoint and inside [0, T]).
+
     Take CIM-capable operators v_1, ..., v_k, each an ancestor of the next (the
-    chain of largest total CIM time).  If v_i runs on the CIM, the host can work
+    chain of largest total ``weights``; any chain is valid).  If v_i runs on the CIM, the host can work
     during [s_i, f_i] only on operators incomparable to v_i (ancestors finish
     before s_i, descendants start after f_i).  With ``y_wi`` the time host
     operator w overlaps [s_i, f_i]: ``sum_i y_wi <= x_w·T_host,w`` and the host
@@ -469,7 +508,7 @@ def _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint,
     """
     from ortools.sat.python import cp_model
 
-    cands = [v for v in range(n) if capable[v] and acc[v] > 0]
+    cands = [v for v in range(n) if capable[v] and acc[v] > 0 and weights[v] > 0]
     weight: dict[int, int] = {}
     prev: dict[int, int | None] = {}
     for v in cands:
@@ -479,7 +518,7 @@ def _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint,
                 break
             if (anc[v] >> u) & 1 and weight[u] > best:
                 best, arg = weight[u], u
-        weight[v], prev[v] = best + acc[v], arg
+        weight[v], prev[v] = best + weights[v], arg
     if not weight:
         return []
     end: int | None = max(cands, key=lambda w: (weight[w], -w))
@@ -496,10 +535,10 @@ def _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint,
         members = [w for w in range(n) if (free >> w) & 1 and host[w] > 0]
         ys = []
         for w in members:
-            y = m.NewIntVar(0, min(host[w], acc[v]), f"c_{w}_{i}")
+            y = m.NewIntVar(0, min(host[w], acc[v]), f"c{tag}_{w}_{i}")
             fill.setdefault(w, []).append(y)
             ys.append(y)
-        idle = m.NewIntVar(0, acc[v], f"cidle_{i}")
+        idle = m.NewIntVar(0, acc[v], f"cidle{tag}_{i}")
         m.Add(idle >= acc[v] - acc[v] * x[v] - cp_model.LinearExpr.Sum(ys))
         idles.append(idle)
         if hint is not None:
@@ -507,8 +546,8 @@ def _add_cim_idle_cut(m, makespan, s, x, host, acc, capable, anc, desc, n, hint,
             for w, y in zip(members, ys):
                 overlap = 0
                 if hint.on_host[w] and not hint.on_host[v]:
-                    overlap = int(round(max(0.0, min(hint.finish_ns[w], hint.finish_ns[v])
-                                            - max(hint.start_ns[w], hint.start_ns[v]))))
+                    overlap = int(round(max(0.0, min(hint.finish_ns[w], hint.start_ns[v] + acc[v] - pad_before[v])
+                                            - max(hint.start_ns[w], hint.start_ns[v] - pad_before[v]))))
                 hints.append((y, overlap))
                 busy += overlap
             hints.append((idle, 0 if hint.on_host[v] else max(0, acc[v] - busy)))

@@ -55,3 +55,20 @@ def test_bound_worker_on_a_budget_bound_dag_keeps_a_valid_bound():
     assert out.status == "optimal"
     assert out.objective_ns == 10 + 30 + 10
     assert out.bound_ns == 10 + 30 + 10
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_cim_idle_cut_on_io_heavy_dags(chunk: int):
+    """The padded windows of the CIM idle cut, on DAGs with graph-input/output times and transfers."""
+    import random
+
+    from _brute import brute_force_optimum, random_problem
+
+    rng = random.Random(1000 + chunk)
+    for _ in range(55):
+        problem = random_problem(rng)
+        optimum = brute_force_optimum(problem)
+        out = solve_cpsat(problem, time_limit_s=20.0, heuristic_time_s=0.01, cim_idle_cut=True, threads=1).outcome
+        assert out.status == "optimal", (problem, out)
+        assert out.objective_ns == pytest.approx(optimum, rel=1e-6, abs=1e-9)
+        assert out.bound_ns <= optimum * (1 + 1e-12) + 1e-12
