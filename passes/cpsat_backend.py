@@ -23,7 +23,9 @@ host-load row ``T >= sum x_v·T_host,v`` and its ancestor/descendant forms
 ``s_v >= sum_{u in anc(v)} x_u·T_host,u`` and ``T >= f_v + sum_{w in desc(v)}
 x_w·T_host,w`` (host operators never overlap and respect precedence), the
 host idle time along the longest chain of host-only operators added to the host
-load (:func:`_add_idle_chain_cut`), and a complete solution hint (assignment,
+load (:func:`_add_idle_chain_cut`), the host idle time forced while a chain of
+CIM operators runs (:func:`_add_cim_idle_cut`, ``cim_idle_cut=True``, the default),
+and a complete solution hint (assignment,
 starts, z, T, idle fills) from the heuristics.  Intermediate solutions may carry
 a T above their real makespan (the idle rows let y be small); the optimum never
 does, and every reported objective is the re-timed real makespan.
@@ -162,7 +164,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
                 deterministic: bool = True, verbose: bool = False, record: bool = False,
                 heuristic_time_s: float | None = None, cumulative_host: bool = False,
                 parameters: dict | None = None, whole_windows: bool = False,
-                bound_worker: bool = False, cim_idle_cut: bool = False) -> CpSatRun:
+                bound_worker: bool = False, cim_idle_cut: bool = True) -> CpSatRun:
     """Build and solve the CP-SAT model; the schedule returned is re-timed in real ns."""
     try:
         from ortools.sat.python import cp_model
