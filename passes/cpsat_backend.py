@@ -165,7 +165,15 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
                 heuristic_time_s: float | None = None, cumulative_host: bool = False,
                 parameters: dict | None = None, whole_windows: bool = False,
                 bound_worker: bool = False, cim_idle_cut: bool = True) -> CpSatRun:
-    """Build and solve the CP-SAT model; the schedule returned is re-timed in real ns."""
+    """Build and solve the CP-SAT model; the schedule returned is re-timed in real ns.
+
+    Options beyond the model above (each exact, each brute-force tested in
+    ``tests/passes/test_cpsat_options_bruteforce.py``): ``bound_worker`` (LB-tree
+    search on a second thread, :func:`_solve_with_bound_worker`), ``cim_idle_cut``
+    (on by default), ``whole_windows`` (Booleans in the idle-chain rows),
+    ``cumulative_host`` (the host once more as a capacity-1 cumulative) and
+    ``parameters`` (raw CP-SAT parameters, for experiments).
+    """
     try:
         from ortools.sat.python import cp_model
     except ImportError as exc:  # pragma: no cover - ortools is a dependency
@@ -178,7 +186,8 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     gap_limit = DEFAULT_MIP_GAP if mip_gap is None else float(mip_gap)
     if not plain and (warm_start is None or heuristic_time_s):
         # 8 ms per operator: a better incumbent also tightens every start domain (T <= UB), which
-        # is what lifted the bound on YOLOv5n at 25 crossbars, 1000 ns (4.4 % -> 0.2 % gap at 30 s).
+        # is what lifted the bound on YOLOv5n at 25 crossbars, 1000 ns (with the bound worker:
+        # 3.2 % -> 0.2 % gap at 30 s).
         budget_s = heuristic_time_s if heuristic_time_s else min(1.0, 0.05 * time_limit_s, 0.008 * n)
         found = best_heuristic(problem, budget_s, seed)
         if warm_start is None or found.makespan_ns < warm_start.makespan_ns:
