@@ -13,7 +13,6 @@ Kahn's algorithm, ties broken by the first node index of each group.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import math
 from collections import defaultdict
@@ -25,6 +24,7 @@ from cimsplit.compiler.errors import CimsplitError
 from cimsplit.compiler.fusion import Graph, Group, activation_inputs, group_nodes, is_transparent
 from cimsplit.compiler.im2col import Lowering, is_gemm_node, lower
 from cimsplit.compiler.simplify import tensor_shapes
+from cimsplit.compiler.toposort import stable_topological_order
 from cimsplit.compiler.workload import Edge, Operator, Workload
 
 __all__ = ["build_workload"]
@@ -157,21 +157,10 @@ def _used_constant_nodes(nodes: list[onnx.NodeProto], graph: Graph, consts: set[
 
 def _topological_order(groups: list[Group], edge_tensors: dict[tuple[int, int], set[str]]) -> list[int]:
     succ: dict[int, list[int]] = defaultdict(list)
-    indegree = [0] * len(groups)
     for u, v in edge_tensors:
         succ[u].append(v)
-        indegree[v] += 1
-    heap = [(min(g.members), gi) for gi, g in enumerate(groups) if indegree[gi] == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        _, gi = heapq.heappop(heap)
-        order.append(gi)
-        for v in succ[gi]:
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                heapq.heappush(heap, (min(groups[v].members), v))
-    if len(order) != len(groups):
+    order = stable_topological_order({gi: min(g.members) for gi, g in enumerate(groups)}, succ)
+    if order is None:
         raise CimsplitError("the model's graph has a cycle between operators", hint="is the ONNX graph topologically valid?")
     return order
 

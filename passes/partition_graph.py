@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import onnx
 
+from cimsplit.compiler.toposort import stable_topological_order
 from cimsplit.passes.graph_utils import elements, node_inputs, value_infos
 
 __all__ = ["PartitionSpec", "TransferSpec", "SplitPlan", "group_nodes", "plan_split", "HOST"]
@@ -211,21 +212,8 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
                 break
 
     # Topological order of groups, ties by their first node index.
-    indegree = {g: 0 for g in members}
-    for g, out in graph.items():
-        for h in out:
-            indegree[h] += 1
-    heap = [(min(members[g]), g) for g in members if indegree[g] == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    while heap:
-        _, g = heapq.heappop(heap)
-        order.append(g)
-        for h in graph[g]:
-            indegree[h] -= 1
-            if indegree[h] == 0:
-                heapq.heappush(heap, (min(members[h]), h))
-    if len(order) != len(members):  # pragma: no cover - the merge rule forbids it
+    order = stable_topological_order({g: min(m) for g, m in members.items()}, graph)
+    if order is None:  # pragma: no cover - the merge rule forbids it
         raise AssertionError("partition graph is cyclic")
     # Step 3: a deferred node joins the earliest group (in this order) that reads it.  Its
     # own inputs are weights or deferred nodes placed no later, so every new edge points
