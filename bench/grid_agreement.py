@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import onnx
@@ -29,25 +28,11 @@ from cimsplit.compiler.cli.table import format_table
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
-from cimsplit.compiler.host_profile import HostProfile, profile_model
 from cimsplit.models import zoo
 from cimsplit.passes.partition import partition, problem_from_costs
+from table1 import host_profile  # bench/ is on sys.path when this script runs
 
 REL_TOL = 1e-6
-
-
-def saved_profile(name: str, loaded, profile_dir: Path) -> HostProfile:
-    path = profile_dir / f"{name}.json"
-    if path.exists():
-        profile = HostProfile.load(path)
-        if profile.fingerprint == loaded.fingerprint:
-            return profile
-        print(f"# {path} is for another version of {name}: profiling again", file=sys.stderr)
-    begin = time.perf_counter()
-    profile = profile_model(loaded, runs=5, warmup=2, progress=False)
-    profile.save(path)
-    print(f"# profiled {name} in {time.perf_counter() - begin:.0f} s -> {path}", file=sys.stderr)
-    return profile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             onnx.save(zoo.build(name, image_size=args.image_size), path)
             loaded = load(path, crossbar_size=(hardware0.crossbar_rows, hardware0.crossbar_cols))
         tag = name if args.image_size is None else f"{name}@{args.image_size}"
-        profile = saved_profile(tag, loaded, profile_dir)
+        profile = host_profile(tag, loaded, profile_dir, runs=5)
         for crossbars in map(int, args.crossbars.split(",")):
             for mvm in map(float, args.mvm_latency_ns.split(",")):
                 hardware = load_hardware(args.hw, crossbars=crossbars, mvm_latency_ns=mvm)
