@@ -46,7 +46,7 @@ Otherwise two facts keep the answer exact:
    times by ``simulate``; that makespan is what is reported.  It exceeds the
    floored makespan by less than ``r`` per term on the critical path (at most
    ``2n + 1`` terms), so ``r`` is chosen to make this error far below the MIP
-   gap (the horizon is about 2**40 units).  The gap reported is between the real
+   gap (the horizon is about 2**32 units: at most (2n + 1)·2**-32 of it).  The gap reported is between the real
    makespan and the real lower bound, rounding included.
 
 Determinism.  CP-SAT's parallel portfolio is not deterministic; with
@@ -67,7 +67,6 @@ from fractions import Fraction
 from cimsplit.passes import dag
 from cimsplit.passes.backend import (
     STATUS_GAP_LIMIT,
-    STATUS_INFEASIBLE,
     STATUS_NO_SOLUTION,
     STATUS_OPTIMAL,
     STATUS_TIME_LIMIT,
@@ -83,10 +82,13 @@ __all__ = ["CpSatBackend", "CpSatRun", "solve_cpsat", "time_unit_ns"]
 
 log = logging.getLogger(__name__)
 
-_HORIZON_UNITS = 2.0**40
-"""Target size of the horizon in model units when times must be rounded."""
-_EXACT_UNITS_MAX = 2.0**50
-"""Largest horizon accepted when an exact (rounding-free) unit exists."""
+_HORIZON_UNITS = 2.0**32
+"""Target size of the horizon in model units when times must be rounded.  Larger
+values make CP-SAT 9.15's presolve declare feasible models infeasible (a
+detector-250 segment at 2**36 units; google/or-tools#3168 reports the same
+with no-overlap and large values, fixed there by scaling down)."""
+_EXACT_UNITS_MAX = 2.0**32
+"""Largest horizon accepted when an exact (rounding-free) unit exists (same reason)."""
 _CHAINS = 1
 """Chains of host-only operators that get an idle-time cut (more did not help on detector graphs)."""
 
@@ -108,7 +110,7 @@ def time_unit_ns(problem: PartitionProblem) -> tuple[float, bool]:
 
     Tries r = 2**-k ns (k = 0..20) first: profiles in whole ns and bus times of
     bytes / (n·10.24 GB/s) are exact in such units.  Falls back to a rounding
-    unit that makes the horizon about 2**40 units.
+    unit that makes the horizon about 2**32 units.
     """
     horizon = max(_horizon_ns(problem), 1e-9)
     times = [Fraction(t) for t in _all_times(problem) if t > 0]
@@ -345,6 +347,17 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         code = solver.Solve(m, cb.callback if cb else None)
         bound_units = solver.BestObjectiveBound()
         trace = cb.callback.trace if cb else []
+    if code == cp_model.INFEASIBLE:
+        # Impossible (all on the host is always a solution): a solver failure.  CP-SAT's
+        # presolve is where such failures were seen; solve again without it.
+        log.warning("cp-sat called a feasible model infeasible; solving again without presolve")
+        remaining = max(0.05, time_limit_s - (time.perf_counter() - begin))
+        solver = cp_model.CpSolver()
+        configure(solver, threads)
+        solver.parameters.cp_model_presolve = False
+        code = solver.Solve(m)
+        bound_units = solver.BestObjectiveBound() if code != cp_model.INFEASIBLE else 0.0
+        code = cp_model.UNKNOWN if code == cp_model.INFEASIBLE else code
     elapsed = time.perf_counter() - begin
 
     schedule: Schedule | None = None
@@ -353,7 +366,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         starts = [solver.Value(s[v]) for v in range(n)]
         order = sorted((v for v in range(n) if on_host[v]), key=lambda v: (starts[v], v))
         schedule = simulate(problem, on_host, order)
-    elif warm_start is not None and code != cp_model.INFEASIBLE:
+    elif warm_start is not None:
         schedule = warm_start  # CP-SAT was handed it: still the incumbent
     bound_ns = bound_units * unit if code in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN) else 0.0
     if not exact:
@@ -372,7 +385,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
         else:
             status = STATUS_TIME_LIMIT
     else:
-        status = STATUS_INFEASIBLE if code == cp_model.INFEASIBLE else STATUS_NO_SOLUTION
+        status = STATUS_NO_SOLUTION
     if code == cp_model.MODEL_INVALID:  # pragma: no cover - a bug in this module
         raise RuntimeError(f"CP-SAT rejected the model: {m.Validate()}")
     outcome = BackendOutcome(
