@@ -106,6 +106,8 @@ class BackendOutcome:
     time_s: float
     n_variables: int
     n_constraints: int
+    detail: str = ""
+    """How the back end solved it, when it has more than one way (added to the result's reason)."""
 
     @property
     def has_solution(self) -> bool:

@@ -58,6 +58,7 @@ stop at a different incumbent on a busier machine (as with any solver).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -166,7 +167,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
                 deterministic: bool = True, verbose: bool = False, record: bool = False,
                 heuristic_time_s: float | None = None, cumulative_host: bool = False,
                 parameters: dict | None = None, whole_windows: bool = False,
-                bound_worker: bool = False, cim_idle_cut: bool = True) -> CpSatRun:
+                bound_worker: bool = False, cim_idle_cut: bool = True, lower_bound_ns: float = 0.0) -> CpSatRun:
     """Build and solve the CP-SAT model; the schedule returned is re-timed in real ns.
 
     Options beyond the model above (each exact, each brute-force tested in
@@ -175,6 +176,12 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     (on by default), ``whole_windows`` (Booleans in the idle-chain rows),
     ``cumulative_host`` (the host once more as a capacity-1 cumulative) and
     ``parameters`` (raw CP-SAT parameters, for experiments).
+
+    ``lower_bound_ns``: a proven lower bound on the optimum from elsewhere (the
+    bottleneck segments).  It enters as ``T >= floor(LB / r) - e`` with e = 0 in
+    exact units, else 2n + 1: the floored optimum is at least the real one less
+    one unit per term of the critical path (the rounding argument below), so
+    the row keeps the floored optimum.  The reported bound is the larger of the two.
     """
     try:
         from ortools.sat.python import cp_model
@@ -234,6 +241,8 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     x = [m.NewBoolVar(f"x{v}") if capable[v] else m.NewConstant(1) for v in range(n)]
     s = [m.NewIntVar(release[v], max(release[v], ub - tail[v] - min_dur[v]), f"s{v}") for v in range(n)]
     t_lower = max((release[v] + min_dur[v] + tail[v] for v in range(n)), default=0) if not plain else 0
+    if lower_bound_ns > 0 and not plain:
+        t_lower = max(t_lower, units(lower_bound_ns) - (0 if exact else 2 * n + 1))
     makespan = m.NewIntVar(t_lower, max(t_lower, ub), "T")
 
     def load(members) -> object:
@@ -375,7 +384,7 @@ def solve_cpsat(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_ga
     if schedule is not None:
         if warm_start is not None and warm_start.makespan_ns < schedule.makespan_ns:
             schedule = warm_start  # re-timing in real ns can reorder ties: keep the better
-        bound_ns = min(bound_ns, schedule.makespan_ns)
+        bound_ns = min(max(bound_ns, lower_bound_ns), schedule.makespan_ns)
         true_gap = (schedule.makespan_ns - bound_ns) / schedule.makespan_ns if schedule.makespan_ns > 0 else 0.0
         if code == cp_model.OPTIMAL and true_gap <= max(gap_limit, 1e-9):
             status = STATUS_OPTIMAL if mip_gap is None or true_gap <= 1e-9 else STATUS_GAP_LIMIT
@@ -701,17 +710,21 @@ def _chain_rows(m, makespan, ub, s, x, host, anc, desc, n, hint, load, chain, k,
 class CpSatBackend:
     """``--solver cpsat``: ignores the MILP and builds the scheduling model above.
 
-    ``options.plain`` selects the model without cuts, bounds or hints.
+    ``options.plain`` selects the model without cuts, bounds or hints; otherwise
+    the time limit is spent as :mod:`cimsplit.passes.cpsat_staged` says (whole
+    graph, bottleneck segments, whole graph again).
     """
 
     name = "cpsat"
 
-    def __init__(self, deterministic: bool = True) -> None:
-        self.deterministic = deterministic
-
     def solve(self, problem: PartitionProblem, formulation: object, options: SolveOptions,
               warm_start: Schedule | None) -> BackendOutcome:
-        run = solve_cpsat(problem, time_limit_s=options.time_limit_s, mip_gap=options.mip_gap,
-                          seed=options.seed, threads=options.threads or 2, plain=options.plain,
-                          warm_start=warm_start, deterministic=self.deterministic, verbose=options.verbose)
-        return run.outcome
+        threads = options.threads or 2
+        if options.plain:
+            return solve_cpsat(problem, time_limit_s=options.time_limit_s, mip_gap=options.mip_gap, seed=options.seed,
+                               threads=threads, plain=True, warm_start=warm_start, verbose=options.verbose).outcome
+        from cimsplit.passes.cpsat_staged import solve_staged
+
+        run, how = solve_staged(problem, time_limit_s=options.time_limit_s, mip_gap=options.mip_gap,
+                                seed=options.seed, threads=threads, warm_start=warm_start, verbose=options.verbose)
+        return dataclasses.replace(run.outcome, detail=how)

@@ -239,6 +239,8 @@ def partition(
         reason = f"requested {solver}, ran {outcome.solver}: {'; '.join(reasons)}"
     else:
         reason = f"requested with --solver {solver}"
+    if outcome.detail:
+        reason += f"; {outcome.detail}"
     log.info("%s", reason)
 
     if outcome.status == STATUS_INFEASIBLE:
