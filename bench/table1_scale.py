@@ -4,14 +4,18 @@
         [--random inception:150,detector:100,detector:250,detector:400,layered:400]
         [--backends cpsat,highs,gurobi] [--formulations plain,improved] [--time-limit 30]
         [--time-limit-large 60] [--seed 0] [--hw arm] [--crossbars 100] [--mvm-latency-ns 50]
-        [--grid] [--cpsat-bound-worker]
+        [--grid] [--cpsat-bound-worker] [--cpsat-whole]
 
 Columns: operators, variables and constraints of the model the back end solved,
 the time to the first solution within 1 % of the final one, the time to proven
 optimum (or the gap at the time limit), and the final makespan.  "plain" is the
 paper's model as written (MILP: eq. 5-14 with big-M eq. 13, no warm start;
 CP-SAT: the interval model without cuts, bounds or hints); "improved" adds the
-exact tightenings and a warm start from :func:`best_heuristic`.
+exact tightenings and a warm start from :func:`best_heuristic`, and for CP-SAT
+is what ``--solver cpsat`` runs (:func:`solve_staged`: whole graph, bottleneck
+segments, whole graph again; the last column names the stages that ran, and
+``--cpsat-whole`` keeps to the whole-graph model).  With the segments, vars and
+cons are those of the whole-graph model (0 when it did not run).
 
 The time to 1 %: CP-SAT reports every improving solution (a callback) and the
 moment its warm start was ready; HiGHS and
@@ -39,6 +43,7 @@ from pathlib import Path
 from cimsplit.compiler.errors import CimsplitError
 from cimsplit.passes.backend import SolveOptions, get_backend
 from cimsplit.passes.cpsat_backend import solve_cpsat
+from cimsplit.passes.cpsat_staged import solve_staged
 from cimsplit.passes.heuristics import best_heuristic
 from cimsplit.passes.problem import PartitionProblem
 from cimsplit.passes.random_dags import incomparable_pairs, random_problem
@@ -46,7 +51,6 @@ from cimsplit.passes.random_dags import incomparable_pairs, random_problem
 
 def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> PartitionProblem:
     import onnx
-
     from cimsplit.compiler.costs import build_costs
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.hardware import load_hardware
@@ -63,14 +67,21 @@ def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> Pa
     return problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
 
 
-def run_cpsat(problem: PartitionProblem, plain: bool, limit_s: float, seed: int, bound_worker: bool = False) -> dict:
-    run = solve_cpsat(problem, time_limit_s=limit_s, seed=seed, plain=plain, record=True, bound_worker=bound_worker)
+def run_cpsat(problem: PartitionProblem, plain: bool, limit_s: float, seed: int, bound_worker: bool = False,
+              whole: bool = False) -> dict:
+    """CP-SAT as ``--solver cpsat`` runs it (staged), or the whole-graph model alone (plain, bound worker, whole)."""
+    stages = ""
+    if plain or bound_worker or whole:
+        run = solve_cpsat(problem, time_limit_s=limit_s, seed=seed, plain=plain, record=True,
+                          bound_worker=bound_worker)
+    else:
+        run, stages = solve_staged(problem, time_limit_s=limit_s, seed=seed, record=True)
     out = run.outcome
     final = out.objective_ns
     found = list(run.incumbents) + ([run.warm_start] if run.warm_start and not plain else [])
     t1 = min((t for t, v in found if v <= final * 1.01), default=math.nan)
     return dict(vars=out.n_variables, cons=out.n_constraints, t1=t1, time=out.time_s, status=out.status,
-                gap=out.gap, makespan=final)
+                gap=out.gap, makespan=final, stages=stages)
 
 
 def run_milp(name: str, problem: PartitionProblem, plain: bool, limit_s: float, seed: int) -> dict:
@@ -113,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mvm-latency-ns", type=float, default=50.0)
     parser.add_argument("--cpsat-bound-worker", action="store_true",
                         help="CP-SAT improved: LB-tree search on a second thread (solve_cpsat(bound_worker=True))")
+    parser.add_argument("--cpsat-whole", action="store_true",
+                        help="CP-SAT improved: the whole-graph model alone, without the bottleneck segments")
     parser.add_argument("--grid", action="store_true",
                         help="zoo models at every point of the paper's grid: crossbars 25/50/100/200 x MVM 50/100/500/1000 ns")
     parser.add_argument("--json", help="also write the rows to this JSON file")
@@ -133,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         instances.append((f"{style}-{n}", random_problem(int(n), seed=args.seed, style=style)))
 
     header = ["instance", "ops", "pairs", "backend", "form", "vars", "cons", "t<=1% s", "time s", "status",
-              "gap %", "makespan ms"]
+              "gap %", "makespan ms", "stages"]
     rows, records = [], []
     print("  ".join(header), flush=True)
     for label, problem in instances:
@@ -144,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 plain = form == "plain"
                 try:
                     if backend == "cpsat":
-                        r = run_cpsat(problem, plain, limit, args.seed, args.cpsat_bound_worker)
+                        r = run_cpsat(problem, plain, limit, args.seed, args.cpsat_bound_worker, args.cpsat_whole)
                     else:
                         r = run_milp(backend, problem, plain, limit, args.seed)
                 except CimsplitError as exc:
@@ -152,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     row = [label, str(problem.n), str(pairs), backend, form, str(r["vars"]), str(r["cons"]),
                            "-" if math.isnan(r["t1"]) else f"{r['t1']:.2f}", f"{r['time']:.2f}", r["status"],
-                           f"{100 * r['gap']:.3f}", f"{r['makespan'] / 1e6:.4f}"]
+                           f"{100 * r['gap']:.3f}", f"{r['makespan'] / 1e6:.4f}", r.get("stages", "")]
                     records.append(dict(instance=label, ops=problem.n, pairs=pairs, backend=backend, form=form,
                                         limit_s=limit, **{k: (None if isinstance(v, float) and not math.isfinite(v)
                                                               else v) for k, v in r.items()}))

@@ -236,15 +236,22 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
     fronts = {key: _Front() for key in keys}
     solves = 0
 
-    def run(key: tuple[int, bool, bool], limit: int, seconds: float) -> _Solve:
+    def prepare(key: tuple[int, bool, bool], limit: int, seconds: float):
+        """A segment solve, warm-started from the best known solution that fits (built before any runs)."""
         i, h0, h1 = key
         sub, index = _segment_problem(seg, i, h0, h1, limit)
-        hint = fronts[key].upper(limit)
-        warm = None
-        if hint is not None:
-            on_host = [h0, *(hint.on_host[v] for v in index[1:-1]), h1]
-            order = [index.index(v) for v in hint.host_order]
+        known, warm = fronts[key].upper(limit), None
+        if known is not None:
+            on_host = [h0, *(known.on_host[v] for v in index[1:-1]), h1]
+            order = [index.index(v) for v in known.host_order]
             warm = simulate(sub, on_host, ([0] if h0 else []) + order + ([len(index) - 1] if h1 else []))
+        return key, limit, seconds, sub, index, warm
+
+    def run(job) -> _Solve | None:
+        _, limit, seconds, sub, index, warm = job
+        seconds = min(seconds, deadline - time.perf_counter())
+        if seconds < 0.01:
+            return None
         out = solve_cpsat(sub, time_limit_s=seconds, mip_gap=gap, seed=seed, threads=1, warm_start=warm,
                           heuristic_time_s=min(0.2, 0.004 * sub.n))
         sched = out.schedule
@@ -255,6 +262,19 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
                       on_host={index[k]: sched.on_host[k] for k in inner},
                       host_order=tuple(index[k] for k in host_order_by_start(sched) if 0 < k < len(index) - 1),
                       finished=out.outcome.status in ("optimal", "gap_limit"))
+
+    def solve_all(jobs: list) -> None:
+        """Run the jobs ``threads`` at a time and record what each tells about its front."""
+        nonlocal solves
+        for (key, limit, seconds, *_), result in zip(jobs, pool.map(run, jobs)):
+            if result is None:
+                continue
+            fronts[key].solves.append(result)
+            solves += 1
+            if result.finished:
+                fronts[key].done.add(limit)
+            else:
+                fronts[key].tries[limit] = seconds
 
     def direct(i: int, h0: bool, h1: bool) -> float:
         """Span of an empty segment: the transfer on the edge between its bottlenecks, if any."""
@@ -302,32 +322,22 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
         hosts = [v - 1 for v in order if 0 < v < aug.n - 1 and on_host[v]]
         return simulate(problem, on_host[1:-1], hosts)
 
-    # Start: every segment at its full budget (an optimistic bound), at none (all on the host:
-    # every allocation fits) and at the warm start's share.
-    jobs = []
-    for key in keys:
-        limits = {caps[key[0]], 0}
-        if warm_start is not None:
-            limits.add(sum(aug.crossbars[w] for w in seg.members[key[0]] if not warm_start.on_host[w - 1]))
-        jobs += [(key, limit) for limit in sorted(limits, reverse=True)]
+    # Start: every segment at its full budget (an optimistic bound) and at none (all on the
+    # host: every allocation fits).
     pool = ThreadPoolExecutor(max_workers=max(1, threads))
+    first = min(0.5, 0.05 * time_limit_s)
     try:
-        first = min(2.0, 0.05 * time_limit_s)
-        for (key, limit), result in zip(jobs, pool.map(lambda job: run(job[0], job[1], first), jobs)):
-            fronts[key].solves.append(result)
-            solves += 1
-            if result.finished:
-                fronts[key].done.add(limit)
-        incumbent, trace = warm_start, []
+        solve_all([prepare(key, limit, first) for key in keys for limit in sorted({caps[key[0]], 0}, reverse=True)])
+        incumbent = warm_start or simulate(problem, [True] * problem.n)
+        trace: list[tuple[float, float]] = []
         while True:
             _, upper_path = best(lower=False)
             if upper_path:
                 candidate = assemble(upper_path)
-                if incumbent is None or candidate.makespan_ns < incumbent.makespan_ns:
+                if candidate.makespan_ns < incumbent.makespan_ns:
                     incumbent = candidate
                     trace.append((time.perf_counter() - begin, candidate.makespan_ns))
             lower_ns, lower_path = best(lower=True)
-            assert incumbent is not None
             if incumbent.makespan_ns - lower_ns <= gap * incumbent.makespan_ns or time.perf_counter() >= deadline:
                 break
             # Refine the segments on the bound's allocation whose bound is not tight there.
@@ -343,19 +353,8 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
                     targets.append((-slack, key, spent))
             if not targets:
                 break  # the bound's allocation is tight everywhere: lower == its own upper
-            targets.sort()
-            batch = [(key, spent) for _, key, spent in targets]
-            left = deadline - time.perf_counter()
-            limits = [min(left, 2.0 * fronts[key].tries.get(spent, first / 2)) for key, spent in batch]
-            for (key, spent), seconds, result in zip(
-                    batch, limits, pool.map(lambda job: run(job[0][0], job[0][1], job[1]),
-                                            [((k, s), t) for (k, s), t in zip(batch, limits)])):
-                fronts[key].solves.append(result)
-                solves += 1
-                if result.finished:
-                    fronts[key].done.add(spent)
-                else:
-                    fronts[key].tries[spent] = seconds
+            solve_all([prepare(key, spent, 2.0 * fronts[key].tries.get(spent, first / 2))
+                       for _, key, spent in sorted(targets)])
     finally:
         pool.shutdown(wait=True)
     bound = min(lower_ns, incumbent.makespan_ns)

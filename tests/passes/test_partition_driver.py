@@ -217,7 +217,7 @@ def test_plain_reaches_cpsat():
 
 def test_heuristic_warm_start_is_never_lost():
     # 50 ms for a branchy 120-operator graph: whatever HiGHS does, the heuristic's schedule
-    # (heuristic_budget_s: min(1 s, 5 % of the limit, 2 ms x 120) = 2.5 ms of work, deterministic) is the floor.
+    # (heuristic_budget_s: min(1 s, 5 % of the limit, 4 ms x 120) = 2.5 ms of work, deterministic) is the floor.
     problem = random_problem(120, seed=0, style="detector")
     result = partition(problem, solver="highs", time_limit_s=0.05)
     floor = min(best_heuristic(problem, 0.05 * 0.05, seed=0).makespan_ns,
