@@ -110,3 +110,22 @@ def test_cuts_keep_the_optimum(seed: int):
     improved = solve_cpsat(p, time_limit_s=60.0).outcome
     assert plain.status == improved.status == "optimal"
     assert improved.objective_ns == pytest.approx(plain.objective_ns, rel=1e-6)
+
+
+def test_a_lower_bound_equal_to_the_optimum_keeps_it():
+    # diamond(2): optimum 65 ns by hand (test_diamond_optimum_by_hand); integer ns, exact units.
+    out = solve_cpsat(diamond(2), time_limit_s=10.0, threads=1, lower_bound_ns=65.0).outcome
+    assert out.status == "optimal" and out.objective_ns == 65.0 and out.bound_ns == 65.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_optimum_as_lower_bound_keeps_it_with_rounded_units(seed: int):
+    # Log-normal times: rounded units, where the row is T >= floor(LB / r) - (2n + 1).
+    p = random_problem(14, seed=seed, style="layered", budget_fraction=0.5)
+    assert not time_unit_ns(p)[1]
+    optimum = solve_cpsat(p, time_limit_s=30.0, threads=1).outcome
+    assert optimum.status == "optimal"
+    again = solve_cpsat(p, time_limit_s=30.0, threads=1, lower_bound_ns=optimum.objective_ns).outcome
+    assert again.status == "optimal"
+    assert again.objective_ns == pytest.approx(optimum.objective_ns, rel=1e-9)
+    assert again.bound_ns == pytest.approx(optimum.objective_ns, rel=1e-9)

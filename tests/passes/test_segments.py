@@ -182,3 +182,36 @@ def test_a_presolve_failure_is_solved_again_without_presolve(monkeypatch, caplog
     assert out.objective_ns == pytest.approx(expected.objective_ns, rel=1e-6)
     if ortools.__version__.startswith("9.15."):  # the version the failure was seen with
         assert "solving again without presolve" in caplog.text
+
+
+def blocks(count: int, seed: int) -> PartitionProblem:
+    """``count`` blocks like two_blocks' (a join, then 2-3 capable operators side by side), random times."""
+    rng = random.Random(seed)
+    host, cim, crossbars, edges = [20.0], [None], [0], []
+    join = 0
+    for _ in range(count):
+        width = rng.randint(2, 3)
+        inner = list(range(len(host), len(host) + width))
+        for _ in inner:
+            host.append(float(rng.randint(20, 90)))
+            cim.append(float(rng.randint(5, 40)))
+            crossbars.append(rng.randint(1, 2))
+        edges += [(join, v, float(rng.randint(0, 3))) for v in inner]
+        join = len(host)
+        host.append(float(rng.randint(2, 10)))
+        cim.append(None)
+        crossbars.append(0)
+        edges += [(v, join, float(rng.randint(0, 3))) for v in inner]
+    return PartitionProblem(names=tuple(f"v{v}" for v in range(len(host))), t_host_ns=tuple(host),
+                            t_cim_ns=tuple(cim), crossbars=tuple(crossbars), edges=tuple(edges),
+                            budget=sum(crossbars) // 3)
+
+
+def test_two_runs_give_the_same_schedule():
+    p = blocks(12, seed=5)
+    seg = split_at_bottlenecks(p)
+    assert seg.exact and len([m for m in seg.members if m]) == 12
+    a = solve_by_segments(p, time_limit_s=60.0, threads=2)
+    b = solve_by_segments(p, time_limit_s=60.0, threads=2)
+    assert a.bound_ns == a.schedule.makespan_ns  # proven, so no time limit cut either run
+    assert (a.schedule, a.bound_ns, a.solves) == (b.schedule, b.bound_ns, b.solves)
