@@ -46,8 +46,9 @@ Otherwise two facts keep the answer exact:
    times by ``simulate``; that makespan is what is reported.  It exceeds the
    floored makespan by less than ``r`` per term on the critical path (at most
    ``2n + 1`` terms), so ``r`` is chosen to make this error far below the MIP
-   gap (the horizon is about 2**32 units: at most (2n + 1)·2**-32 of it).  The gap reported is between the real
-   makespan and the real lower bound, rounding included.
+   gap (the horizon is about 2**32 units: the error is at most (2n + 1)·2**-32
+   of it).  The gap reported is between the real makespan and the real lower
+   bound, rounding included.
 
 Determinism.  CP-SAT's parallel portfolio is not deterministic; with
 ``deterministic=True`` (the default) it runs ``interleave_search``, whose path

@@ -7,7 +7,7 @@
    :data:`LARGEST_SEGMENT` operators, at most half the graph each, the
    bottleneck decomposition (:func:`solve_by_segments`, exact): YOLOv5n at
    every point of the paper's grid is proven there (the whole-graph model
-   stops at 1.5-3 % gaps).  It starts from the caller's warm start (not from
+   stops at 1.5-3.7 % gaps after 30 s).  It starts from the caller's warm start (not from
    the slice's incumbent, which depends on the wall clock), so a proven answer
    is the same on every run.
 3. If time is left and the gap is not closed, the whole-graph model again,

@@ -158,9 +158,10 @@ def test_segments_match_brute_force(chunk: int):
             assert run.bound_ns == pytest.approx(optimum, rel=1e-6), p
 
 
-@pytest.mark.parametrize("chunk", range(2))
+@pytest.mark.parametrize("chunk", range(4))
 def test_staged_without_the_whole_graph_slice_matches_brute_force(chunk: int):
-    for p in CHAINS[chunk * 40:(chunk + 1) * 40]:
+    # Inexact splits included: the last stage (whole graph with the segments' bound) closes them.
+    for p in CHAINS[chunk * 55:(chunk + 1) * 55]:
         optimum = brute_force_optimum(p)
         run, how = solve_staged(p, time_limit_s=20.0, threads=1, slice_s=0.0)
         assert run.outcome.bound_ns <= optimum * (1 + 1e-9) + 1e-9
