@@ -22,14 +22,17 @@ segment, any schedule is a feasible segment schedule.  So
           sum <= C of sum_i F_i + sum_b duration(b)            (exact DP)
 
 Equality holds when every *skip edge* (an edge that jumps over a bottleneck,
-like a backbone feature going to the neck) is implied: its transfer time is at
-most the total minimal duration of the bottlenecks it jumps over, because in a
-concatenation of segment schedules those run between its two ends.  Then the
+like a backbone feature going to the neck) is implied: it joins two host-only
+operators (nothing crosses the bus) or its transfer time is at most the total
+minimal duration of the bottlenecks it jumps over, because in a concatenation
+of segment schedules those run between its two ends.  Then the
 concatenation of optimal segment schedules is an optimal schedule.  Otherwise
 the DP value is still a lower bound, and the concatenation is re-timed with
 every edge by :func:`simulate` (an upper bound).
 
-Each F_i is computed lazily by CP-SAT: the DP over lower bounds picks a
+F_i(b) is the shortest span with at most b crossbars on the CIM.  It is
+computed lazily by CP-SAT, from one solve per segment and bottleneck devices
+at the segment's full budget and one at none: the DP over lower bounds picks a
 crossbar allocation; every segment on it whose bound is not yet tight at that
 allocation is solved (to optimality if time allows) with its crossbar budget
 set to the allocation, and the DP runs again.  A solve at budget L with
