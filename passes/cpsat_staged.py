@@ -4,7 +4,7 @@
    :data:`SLICE_S` or half the limit (heuristic included): CNNs and
    Inception-style graphs are proven there.
 2. If not proven and the graph splits at bottlenecks into segments of at most
-   :data:`LARGEST_SEGMENT` operators, at most half the graph each, the
+   :data:`LARGEST_SEGMENT` operators, the
    bottleneck decomposition (:func:`solve_by_segments`, exact): YOLOv5n at
    every point of the paper's grid is proven there (the whole-graph model
    stops at 1.5-3.7 % gaps after 30 s).  It starts from the caller's warm start (not from
@@ -61,7 +61,7 @@ def solve_staged(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_g
     gap = DEFAULT_MIP_GAP if mip_gap is None else float(mip_gap)
     common = {"mip_gap": mip_gap, "seed": seed, "threads": threads, "verbose": verbose, "record": record}
     seg = split_at_bottlenecks(problem)
-    useful = len([m for m in seg.members if m]) >= 2 and seg.largest <= min(LARGEST_SEGMENT, problem.n / 2)
+    useful = len([m for m in seg.members if m]) >= 2 and seg.largest <= LARGEST_SEGMENT
     if not useful:
         return solve_cpsat(problem, time_limit_s=time_limit_s, warm_start=warm_start, **common), ""
 
