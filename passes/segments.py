@@ -31,8 +31,9 @@ the DP value is still a lower bound, and the concatenation is re-timed with
 every edge by :func:`simulate` (an upper bound).
 
 F_i(b) is the shortest span with at most b crossbars on the CIM.  It is
-computed lazily by CP-SAT, from one solve per segment and bottleneck devices
-at the segment's full budget and one at none: the DP over lower bounds picks a
+computed lazily by CP-SAT, from solves per segment and bottleneck devices at
+the segment's full budget, at none and at the warm start's share: the DP over
+lower bounds picks a
 crossbar allocation; every segment on it whose bound is not yet tight at that
 allocation is solved (to optimality if time allows) with its crossbar budget
 set to the allocation, and the DP runs again.  A solve at budget L with
@@ -325,12 +326,20 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
         hosts = [v - 1 for v in order if 0 < v < aug.n - 1 and on_host[v]]
         return simulate(problem, on_host[1:-1], hosts)
 
-    # Start: every segment at its full budget (an optimistic bound) and at none (all on the
-    # host: every allocation fits).
+    def starts(key: tuple[int, bool, bool]) -> set[int]:
+        """First budgets: full (an optimistic bound), none (every allocation fits) and the warm start's share."""
+        i, h0, h1 = key
+        shares = {caps[i], 0}
+        if warm_start is not None:
+            warm = (True, *warm_start.on_host, True)  # augmented indices
+            if (warm[chain[i]], warm[chain[i + 1]]) == (h0, h1):
+                shares.add(sum(aug.crossbars[w] for w in seg.members[i] if not warm[w]))
+        return shares
+
     pool = ThreadPoolExecutor(max_workers=max(1, threads))
     first = min(0.5, 0.05 * time_limit_s)
     try:
-        solve_all([prepare(key, limit, first) for key in keys for limit in sorted({caps[key[0]], 0}, reverse=True)])
+        solve_all([prepare(key, limit, first) for key in keys for limit in sorted(starts(key), reverse=True)])
         incumbent = warm_start or simulate(problem, [True] * problem.n)
         trace: list[tuple[float, float]] = []
         while True:
