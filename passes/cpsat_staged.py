@@ -46,7 +46,9 @@ SLICE_S = 1.0
 bound (1.5-4.5 %) is there after 0.5 s: with short limits, before the segments' bound
 has converged, it is the better one."""
 LARGEST_SEGMENT = 64
-"""Segments up to this many operators: CP-SAT proves one in well under a second (YOLOv5n's largest has 55)."""
+"""Segments up to this many operators.  YOLOv5n's largest has 55, which CP-SAT proves at most
+budgets in 0.1-0.3 s; the random detector-250's 84-operator tail kept the decomposition at a
+97 % gap after 30 s, where the whole-graph model reaches 0.17 %."""
 
 
 def solve_staged(problem: PartitionProblem, *, time_limit_s: float = 60.0, mip_gap: float | None = None,
