@@ -30,7 +30,7 @@ def two_blocks(skip_ns: float = 0.0, budget: int = 2) -> PartitionProblem:
              b -----------> g        skip edge b -> g carrying ``skip_ns``
 
     Host: a 10, b 40, c 40, d 5, e 30, f 30, g 10; CIM: b, c, e, f 10 each.
-    Transfers: 1 ns on every edge between the blocks' operators, none elsewhere.
+    Transfers: 1 ns on every edge but the skip edge.
     """
     edges = ((0, 1, 1.0), (0, 2, 1.0), (1, 3, 1.0), (1, 6, skip_ns), (2, 3, 1.0), (3, 4, 1.0), (3, 5, 1.0),
              (4, 6, 1.0), (5, 6, 1.0))
