@@ -137,6 +137,8 @@ class _Solve:
     host_order: tuple[int, ...]
     finished: bool
     """CP-SAT proved its optimum (the bound may still sit below the span by rounding)."""
+    seconds: float
+    """The time limit it was given."""
 
 
 def _segment_problem(seg: Segments, i: int, entry_host: bool, exit_host: bool, budget: int
@@ -174,10 +176,14 @@ class _Front:
     """What the solves of one (segment, entry device, exit device) say about F(b)."""
 
     solves: list[_Solve] = field(default_factory=list)
-    tries: dict[int, float] = field(default_factory=dict)
-    """Budget -> time limit of the last solve there that stopped at its time limit."""
-    done: set[int] = field(default_factory=set)
-    """Budgets solved to the end (CP-SAT proved its optimum, rounding included)."""
+
+    def finished(self, b: int) -> bool:
+        """Whether a solve at budget b ran to the end (nothing more to learn there)."""
+        return any(s.finished for s in self.solves if s.limit == b)
+
+    def longest_try(self, b: int) -> float:
+        """The largest time limit a solve at budget b was given (0 if none)."""
+        return max((s.seconds for s in self.solves if s.limit == b), default=0.0)
 
     def upper(self, b: int) -> _Solve | None:
         """The best solve whose solution fits in b crossbars (ties: fewest crossbars, then first found)."""
@@ -238,7 +244,6 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
     keys = [(i, h0, h1) for i in range(len(seg.members)) if seg.members[i]
             for h0, _, _ in options[i] for h1, _, _ in options[i + 1]]
     fronts = {key: _Front() for key in keys}
-    solves = 0
 
     def prepare(key: tuple[int, bool, bool], limit: int, seconds: float):
         """A segment solve, warm-started from the best known solution that fits (built before any runs)."""
@@ -253,10 +258,10 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
 
     def run(job) -> _Solve | None:
         _, limit, seconds, sub, index, warm = job
-        seconds = min(seconds, deadline - time.perf_counter())
-        if seconds < 0.01:
+        left = min(seconds, deadline - time.perf_counter())
+        if left < 0.01:
             return None
-        out = solve_cpsat(sub, time_limit_s=seconds, mip_gap=gap, seed=seed, threads=1, warm_start=warm,
+        out = solve_cpsat(sub, time_limit_s=left, mip_gap=gap, seed=seed, threads=1, warm_start=warm,
                           heuristic_time_s=min(0.2, 0.004 * sub.n))
         sched = out.schedule
         assert sched is not None  # all on the host is always a solution
@@ -265,20 +270,13 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
                       span_ns=sched.makespan_ns, bound_ns=out.outcome.bound_ns,
                       on_host={index[k]: sched.on_host[k] for k in inner},
                       host_order=tuple(index[k] for k in host_order_by_start(sched) if 0 < k < len(index) - 1),
-                      finished=out.outcome.status in ("optimal", "gap_limit"))
+                      finished=out.outcome.status in ("optimal", "gap_limit"), seconds=seconds)
 
     def solve_all(jobs: list) -> None:
         """Run the jobs ``threads`` at a time and record what each tells about its front."""
-        nonlocal solves
-        for (key, limit, seconds, *_), result in zip(jobs, pool.map(run, jobs)):
-            if result is None:
-                continue
-            fronts[key].solves.append(result)
-            solves += 1
-            if result.finished:
-                fronts[key].done.add(limit)
-            else:
-                fronts[key].tries[limit] = seconds
+        for (key, *_), result in zip(jobs, pool.map(run, jobs)):
+            if result is not None:
+                fronts[key].solves.append(result)
 
     def direct(i: int, h0: bool, h1: bool) -> float:
         """Span of an empty segment: the transfer on the edge between its bottlenecks, if any."""
@@ -361,15 +359,16 @@ def solve_by_segments(problem: PartitionProblem, *, time_limit_s: float = 60.0, 
                 front = fronts[key]
                 top = front.upper(spent)
                 slack = (top.span_ns if top else math.inf) - front.lower(spent)
-                if spent not in front.done and slack > 0.1 * gap * incumbent.makespan_ns:
+                if not front.finished(spent) and slack > 0.1 * gap * incumbent.makespan_ns:
                     targets.append((-slack, key, spent))
             if not targets:
                 break  # the bound's allocation is tight everywhere: lower == its own upper
-            solve_all([prepare(key, spent, 2.0 * fronts[key].tries.get(spent, first / 2))
+            solve_all([prepare(key, spent, 2.0 * (fronts[key].longest_try(spent) or first / 2))
                        for _, key, spent in sorted(targets)])
     finally:
         pool.shutdown(wait=True)
     bound = min(lower_ns, incumbent.makespan_ns)
+    solves = sum(len(front.solves) for front in fronts.values())
     log.info("segments: %d bottlenecks, largest segment %d operators, %d solves: %.6g ns, bound %.6g ns",
              len(chain) - 2, seg.largest, solves, incumbent.makespan_ns, bound)
     return SegmentsRun(incumbent, bound, solves, time.perf_counter() - begin, seg, trace)
