@@ -54,6 +54,17 @@ def brute_force_ns(problem: PartitionProblem) -> float:
     return best
 
 
+def assert_brute_force_optimum(problem: PartitionProblem, out, optimum: float) -> None:
+    """``out`` (a BackendOutcome) is proven optimal at ``optimum`` with a true lower bound, and its
+    placement re-times to the reported objective within the crossbar budget."""
+    assert out.status == "optimal", (problem, out)
+    assert out.objective_ns == pytest.approx(optimum, rel=1e-6, abs=1e-9)
+    assert out.bound_ns <= optimum * (1 + 1e-12) + 1e-12  # a true lower bound
+    again = simulate(problem, out.on_host, out.host_order)
+    assert again.makespan_ns == pytest.approx(out.objective_ns, rel=1e-12, abs=1e-12)
+    assert sum(c for c, h in zip(problem.crossbars, out.on_host) if not h) <= problem.budget
+
+
 def small_problems(count: int, seed: int) -> list[PartitionProblem]:
     """Layered random DAGs of 1-8 operators with random budgets, transfers and io times."""
     rng = random.Random(seed)
@@ -95,16 +106,8 @@ def _incomparable(p: PartitionProblem):
 @pytest.mark.parametrize("chunk", range(7))
 def test_cpsat_matches_brute_force(chunk: int):
     for problem in PROBLEMS[chunk * 30:(chunk + 1) * 30]:
-        optimum = brute_force_ns(problem)
         run = solve_cpsat(problem, time_limit_s=20.0, threads=1, heuristic_time_s=0.01)
-        out = run.outcome
-        assert out.status == "optimal", (problem, out)
-        assert out.objective_ns == pytest.approx(optimum, rel=1e-6, abs=1e-9)
-        assert out.bound_ns <= optimum * (1 + 1e-12) + 1e-12  # a true lower bound
-        # the returned placement re-times to the reported objective and respects the budget
-        again = simulate(problem, out.on_host, out.host_order)
-        assert again.makespan_ns == pytest.approx(out.objective_ns, rel=1e-12, abs=1e-12)
-        assert sum(c for c, h in zip(problem.crossbars, out.on_host) if not h) <= problem.budget
+        assert_brute_force_optimum(problem, run.outcome, brute_force_ns(problem))
 
 
 @pytest.mark.parametrize("chunk", range(7))

@@ -14,9 +14,8 @@ from __future__ import annotations
 import pytest
 
 from cimsplit.passes.cpsat_backend import solve_cpsat
-from cimsplit.passes.schedule import simulate
 
-from test_cpsat_bruteforce import PROBLEMS, brute_force_ns
+from test_cpsat_bruteforce import PROBLEMS, assert_brute_force_optimum, brute_force_ns
 
 OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": dict(whole_windows=True, threads=1),
            "cumulative_host": dict(cumulative_host=True, threads=1),
@@ -28,14 +27,8 @@ OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": 
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_option_matches_brute_force(option: str, chunk: int):
     for problem in PROBLEMS[chunk * 30:(chunk + 1) * 30]:
-        optimum = brute_force_ns(problem)
         out = solve_cpsat(problem, time_limit_s=20.0, heuristic_time_s=0.01, **OPTIONS[option]).outcome
-        assert out.status == "optimal", (problem, out)
-        assert out.objective_ns == pytest.approx(optimum, rel=1e-6, abs=1e-9)
-        assert out.bound_ns <= optimum * (1 + 1e-12) + 1e-12  # a true lower bound
-        again = simulate(problem, out.on_host, out.host_order)
-        assert again.makespan_ns == pytest.approx(out.objective_ns, rel=1e-12, abs=1e-12)
-        assert sum(c for c, h in zip(problem.crossbars, out.on_host) if not h) <= problem.budget
+        assert_brute_force_optimum(problem, out, brute_force_ns(problem))
 
 
 def test_bound_worker_on_a_budget_bound_dag_keeps_a_valid_bound():
