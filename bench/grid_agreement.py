@@ -24,12 +24,12 @@ from pathlib import Path
 
 import onnx
 
-from cimsplit.compiler.cli.table import format_table
+from cimsplit.cli.table import format_table
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
 from cimsplit.models import zoo
-from cimsplit.passes.partition import partition, problem_from_costs
+from cimsplit.passes.placement.driver import place, problem_from_costs
 from table1 import host_profile  # bench/ is on sys.path when this script runs
 
 REL_TOL = 1e-6
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             for mvm in map(float, args.mvm_latency_ns.split(",")):
                 hardware = load_hardware(args.hw, crossbars=crossbars, mvm_latency_ns=mvm)
                 problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
-                results = {s: partition(problem, solver=s, time_limit_s=args.time_limit) for s in solvers}
+                results = {s: place(problem, solver=s, time_limit_s=args.time_limit) for s in solvers}
                 label = f"{tag} C={crossbars} mvm={mvm:g}ns"
                 ran = {s: r.solver.name for s, r in results.items()}
                 if any(ran[s] != s for s in solvers):

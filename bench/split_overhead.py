@@ -27,7 +27,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.cli import main as cli
+from cimsplit.cli import main as cli
 from cimsplit.models import zoo
 from cimsplit.runtime import Session
 from cimsplit.runtime.devices import session_options

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cimsplit.passes.sweep import SweepSpec, run_sweep
+from cimsplit.passes.sweep.run import SweepSpec, run_sweep
 
 
 def timed(spec: SweepSpec, out: Path, workers: int) -> tuple[float, int, int]:

@@ -23,13 +23,13 @@ from pathlib import Path
 import onnx
 
 from cimsplit.compiler.costs import build_costs
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
 from cimsplit.compiler.host_profile import HostProfile, profile_model
-from cimsplit.compiler.cli.table import format_table
+from cimsplit.cli.table import format_table
 from cimsplit.models import zoo
-from cimsplit.passes.partition import partition, problem_from_costs
+from cimsplit.passes.placement.driver import place, problem_from_costs
 
 
 def host_profile(name: str, loaded, profile_dir: Path, runs: int) -> HostProfile:
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         for solver in args.solvers.split(","):
             for plain in (True, False):
                 try:
-                    result = partition(problem, solver=solver, time_limit_s=args.time_limit, plain=plain)
+                    result = place(problem, solver=solver, time_limit_s=args.time_limit, plain=plain)
                 except CimsplitError as exc:
                     rows.append([tag, solver, "plain" if plain else "improved", "-", "-", "-", "-", exc.one_line()[:40],
                                  "-", "-", "-", "-"])

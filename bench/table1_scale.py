@@ -25,7 +25,7 @@ that of the best of solver and warm start against the solver's bound, as the
 partition driver reports it.  Times
 include the heuristic and model building.  Zoo problems use this machine's
 cached host profile (``cached_profile``), int8 QDQ models, the ``--hw`` preset.
-The random DAGs (``cimsplit.passes.random_dags``) are fixed by ``--seed``.
+The random DAGs (``cimsplit.passes.placement.testing``) are fixed by ``--seed``.
 ``--time-limit-large`` applies to instances of 300 operators or more.
 Nothing here is an assertion: times depend on the machine and its load.
 """
@@ -40,23 +40,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from cimsplit.compiler.errors import CimsplitError
-from cimsplit.passes.backend import SolveOptions, get_backend
-from cimsplit.passes.cpsat_backend import solve_cpsat
-from cimsplit.passes.cpsat_staged import solve_staged
-from cimsplit.passes.heuristics import best_heuristic
-from cimsplit.passes.problem import PartitionProblem
-from cimsplit.passes.random_dags import incomparable_pairs, random_problem
+from cimsplit.errors import CimsplitError
+from cimsplit.passes.placement.solvers.backend import SolveOptions, get_backend
+from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
+from cimsplit.passes.placement.solvers.cpsat.staged import solve_staged
+from cimsplit.passes.placement.heuristics import best_heuristic
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.testing import incomparable_pairs, random_problem
 
 
-def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> PartitionProblem:
+def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> PlacementProblem:
     import onnx
     from cimsplit.compiler.costs import build_costs
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.hardware import load_hardware
     from cimsplit.compiler.host_profile import cached_profile
     from cimsplit.models import zoo
-    from cimsplit.passes.partition import problem_from_costs
+    from cimsplit.passes.placement.driver import problem_from_costs
 
     hardware = load_hardware(hw, crossbars=crossbars, mvm_latency_ns=mvm_latency_ns)
     with tempfile.TemporaryDirectory() as tmp:
@@ -67,7 +67,7 @@ def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> Pa
     return problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
 
 
-def run_cpsat(problem: PartitionProblem, plain: bool, limit_s: float, seed: int, bound_worker: bool = False,
+def run_cpsat(problem: PlacementProblem, plain: bool, limit_s: float, seed: int, bound_worker: bool = False,
               whole: bool = False) -> dict:
     """CP-SAT as ``--solver cpsat`` runs it (staged), or the whole-graph model alone (plain, bound worker, whole)."""
     stages = ""
@@ -84,8 +84,8 @@ def run_cpsat(problem: PartitionProblem, plain: bool, limit_s: float, seed: int,
                 gap=out.gap, makespan=final, stages=stages)
 
 
-def run_milp(name: str, problem: PartitionProblem, plain: bool, limit_s: float, seed: int) -> dict:
-    from cimsplit.passes.ilp import build_milp
+def run_milp(name: str, problem: PlacementProblem, plain: bool, limit_s: float, seed: int) -> dict:
+    from cimsplit.passes.placement.solvers.milp import build_milp
 
     begin = time.perf_counter()
     warm = None if plain else best_heuristic(problem, min(1.0, 0.005 * problem.n), seed)
@@ -96,7 +96,7 @@ def run_milp(name: str, problem: PartitionProblem, plain: bool, limit_s: float, 
     total = time.perf_counter() - begin
     final = math.inf
     if out.has_solution:  # re-timed by the independent validator, as the driver does
-        from cimsplit.passes.validate import validate
+        from cimsplit.passes.placement.validate import validate
 
         final = validate(problem, out.on_host, start_ns=out.start_ns, host_order=out.host_order,
                          objective_ns=out.objective_ns, source=name).makespan_ns
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
 
-    instances: list[tuple[str, PartitionProblem]] = []
+    instances: list[tuple[str, PlacementProblem]] = []
     points = [(x, t) for x in (25, 50, 100, 200) for t in (50.0, 100.0, 500.0, 1000.0)] if args.grid else [None]
     for spec, point in [(spec, point) for spec in filter(None, args.zoo.split(",")) for point in points]:
         name, _, xbars = spec.partition("@")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cimsplit.compiler.costs import Costs, EdgeCost, IoTransfer, OperatorCost, build_costs
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.frontend import LoadedModel, load, parse_input_shapes
 from cimsplit.compiler.hardware import PRESETS, Hardware, load_hardware
 from cimsplit.compiler.host_profile import HostProfile, cached_profile, profile_model

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.ort_profiler import measure
 from cimsplit.compiler.units import format_time_ns
 from cimsplit.compiler.workload import Workload

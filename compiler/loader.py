@@ -24,7 +24,7 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 
 __all__ = [
     "MIN_OPSET",

@@ -42,7 +42,7 @@ import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 from tqdm import tqdm
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 
 __all__ = ["NodeStats", "Measurement", "measure", "random_inputs"]
 

@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 
 __all__ = ["simplify", "name_nodes", "tensor_shapes", "infer_static_shapes"]
 

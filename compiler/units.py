@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 
 __all__ = [
     "parse_time_ns",

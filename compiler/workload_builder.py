@@ -20,7 +20,7 @@ from collections import defaultdict
 import onnx
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors, is_quantize_node
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.fusion import Graph, Group, activation_inputs, group_nodes, is_transparent
 from cimsplit.compiler.im2col import Lowering, is_gemm_node, lower
 from cimsplit.compiler.simplify import tensor_shapes

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.models.mobilenet_v2 import build_mobilenet_v2
 from cimsplit.models.resnet import build_resnet18, build_resnet50
 from cimsplit.models.yolov5 import build_yolov5n

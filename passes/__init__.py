@@ -1,9 +1,9 @@
-"""cimsplit.passes: partition (ILP, solver backends, baselines, validator), then rewrite."""
+"""cimsplit.passes: placement (decide), rewrite (annotate, split), emit (files), sweep."""
 
 from __future__ import annotations
 
-from cimsplit.passes.annotate import annotate
-from cimsplit.passes.backend import (
+from cimsplit.passes.rewrite.annotate import annotate
+from cimsplit.passes.placement.solvers.backend import (
     BACKENDS,
     Backend,
     BackendMissing,
@@ -12,16 +12,16 @@ from cimsplit.passes.backend import (
     SolveOptions,
     get_backend,
 )
-from cimsplit.passes.baselines import all_baselines, cpu_only, greedy, list_schedule, single_split
-from cimsplit.passes.emit import build_artifacts, write_artifacts
-from cimsplit.passes.ilp import MilpModel, build_milp
-from cimsplit.passes.partition import SOLVER_CHOICES, partition, problem_from_costs
-from cimsplit.passes.problem import PartitionProblem
-from cimsplit.passes.report import result_to_json
-from cimsplit.passes.result import PartitionResult, Schedule, SolverStats
-from cimsplit.passes.schedule import host_order_by_start, simulate
-from cimsplit.passes.split import split
-from cimsplit.passes.validate import InternalError, validate
+from cimsplit.passes.placement.baselines import all_baselines, cpu_only, greedy, list_schedule, single_split
+from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
+from cimsplit.passes.placement.driver import SOLVER_CHOICES, place, problem_from_costs
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.emit.report import result_to_json
+from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
+from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+from cimsplit.passes.rewrite.split import split
+from cimsplit.passes.placement.validate import InternalError, validate
 
 __all__ = [
     "BACKENDS",
@@ -31,8 +31,8 @@ __all__ = [
     "BackendUnavailable",
     "InternalError",
     "MilpModel",
-    "PartitionProblem",
-    "PartitionResult",
+    "PlacementProblem",
+    "PlacementResult",
     "SOLVER_CHOICES",
     "Schedule",
     "SolveOptions",

@@ -4,7 +4,7 @@ The split and the runtime only read a decision; this builds one without a
 solver: one operator per ONNX node, the given device per node, latencies
 given per node (or one figure for all), transfers from the hardware's bus
 (eq. 4), graph inputs/outputs on the host (DESIGN §3).  The schedule is
-:func:`cimsplit.passes.schedule.simulate`'s, so plan.json and the runtime see
+:func:`cimsplit.passes.placement.simulate.simulate`'s, so plan.json and the runtime see
 the same kind of validated result as from the ILP.  Used to pin placements and
 to test the split on hand-built graphs.
 """
@@ -17,25 +17,25 @@ import onnx
 
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.workload import Edge, Operator, Workload
-from cimsplit.passes.graph_utils import elements, node_inputs, value_infos
-from cimsplit.passes.problem import PartitionProblem
-from cimsplit.passes.result import PartitionResult, SolverStats
-from cimsplit.passes.schedule import simulate
+from cimsplit.passes.rewrite.graph_utils import elements, node_inputs, value_infos
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import PlacementResult, SolverStats
+from cimsplit.passes.placement.simulate import simulate
 
-__all__ = ["fixed_partition"]
+__all__ = ["fixed_placement"]
 
 
 def _per_node(value: Mapping[str, float] | float, name: str) -> float:
     return float(value[name]) if isinstance(value, Mapping) else float(value)
 
 
-def fixed_partition(
+def fixed_placement(
     model: onnx.ModelProto,
     devices: Mapping[str, str],
     hardware: Hardware,
     t_host_ns: Mapping[str, float] | float = 1000.0,
     t_cim_ns: Mapping[str, float] | float = 100.0,
-) -> tuple[Workload, PartitionResult]:
+) -> tuple[Workload, PlacementResult]:
     """(workload, result) placing node ``n`` on ``devices[n]`` (``host`` when absent)."""
     graph = model.graph
     infos = value_infos(model)
@@ -73,7 +73,7 @@ def fixed_partition(
             edges.append(Edge(graph.node[u].name, node.name, count))
             edge_table.append((u, v, transfer_ns(count)))
     workload = Workload(tuple(operators), tuple(edges), hardware.crossbar_rows, hardware.crossbar_cols)
-    problem = PartitionProblem(
+    problem = PlacementProblem(
         tuple(names), tuple(host), tuple(cim), tuple(crossbars), tuple(edge_table), sum(crossbars),
         tuple(t_in), tuple(t_out), tuple(writes),
     )
@@ -81,4 +81,4 @@ def fixed_partition(
     schedule = simulate(problem, on_host)
     stats = SolverStats("fixed", "fixed", schedule.makespan_ns, schedule.makespan_ns, 0.0, 0.0, len(names), 0, 0,
                         "placement fixed by hand")
-    return workload, PartitionResult(problem, schedule, stats)
+    return workload, PlacementResult(problem, schedule, stats)

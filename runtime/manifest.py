@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 
 __all__ = ["Manifest", "PartitionEntry", "TransferEntry", "TensorSpec", "load_manifest"]
 

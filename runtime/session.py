@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.runtime.devices import Device, FunctionalCimSimulator, Kernel, OrtCpuDevice
 from cimsplit.runtime.manifest import Manifest, PartitionEntry, load_manifest
 from cimsplit.runtime.timeline import Timeline, replay

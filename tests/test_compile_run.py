@@ -14,8 +14,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import cimsplit.passes.emit as emit
-from cimsplit.compiler.cli import main
+import cimsplit.passes.emit.artifacts as emit
+from cimsplit.cli import main
 from cimsplit.runtime import Session
 
 CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
@@ -257,7 +257,7 @@ def test_quantized_outputs_are_checked_to_one_quantization_step(tmp_path) -> Non
     yq is written by a DequantizeLinear with step 0.5: a value one step off passes, two steps fail;
     yf is a float output: 0.5 off fails (atol 1e-4, rtol 1e-3).
     """
-    from cimsplit.compiler.cli.run_cmd import compare, quantization_steps
+    from cimsplit.cli.run_cmd import compare, quantization_steps
 
     scale = numpy_helper.from_array(np.array(0.5, np.float32), "s")
     zero = numpy_helper.from_array(np.array(0, np.int8), "z")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cimsplit.compiler.costs import build_costs, costs_to_dict
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import load_hardware
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.compiler.workload import Edge, Operator, Workload

@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.cli import main
+from cimsplit.cli import main
 from cimsplit.compiler.host_profile import HostProfile
 
 CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))

@@ -10,8 +10,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from cimsplit.compiler.cli import main
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.cli import main
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.frontend import load, parse_input_shapes
 
 from graphs import clean_cnn, parse, pytorch_style, save

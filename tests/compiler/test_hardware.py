@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cimsplit.compiler.cli.args import add_hardware_args
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.cli.args import add_hardware_args
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import PRESETS, Hardware, describe_hardware, hardware_from_args, load_hardware
 
 

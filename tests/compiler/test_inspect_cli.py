@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cimsplit.compiler.cli import main
+from cimsplit.cli import main
 
 from graphs import clean_cnn, control_flow_and_custom, conv_weight_input, pytorch_style, save
 

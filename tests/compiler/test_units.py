@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.units import format_bandwidth, format_time_ns, parse_bandwidth, parse_crossbar_size, parse_time_ns
 
 

@@ -7,7 +7,7 @@ import onnx
 import pytest
 from _zoo_helpers import initializer, run
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.models import zoo
 
 

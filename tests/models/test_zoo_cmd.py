@@ -10,7 +10,7 @@ import onnx
 import pytest
 from _zoo_helpers import run
 
-from cimsplit.compiler.cli import main
+from cimsplit.cli import main
 from cimsplit.models import zoo
 
 CIMSPLIT = Path(sys.executable).parent / "cimsplit"

@@ -1,4 +1,4 @@
-"""Brute-force optimum of a PartitionProblem: every placement, every host order.
+"""Brute-force optimum of a PlacementProblem: every placement, every host order.
 
 Independent of the ILP and of ``simulate``: the DFS below times operators itself.
 For a fixed placement and host order the earliest-start schedule is optimal
@@ -11,10 +11,10 @@ from __future__ import annotations
 import itertools
 import random
 
-from cimsplit.passes.problem import PartitionProblem
+from cimsplit.passes.placement.problem import PlacementProblem
 
 
-def brute_force_optimum(problem: PartitionProblem) -> float:
+def brute_force_optimum(problem: PlacementProblem) -> float:
     n = problem.n
     preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for u, v, t in problem.edges:
@@ -80,7 +80,7 @@ def _best_order(problem, on_host, preds, anc, incumbent: float) -> float:
     return best
 
 
-def random_problem(rng: random.Random, max_ops: int = 8) -> PartitionProblem:
+def random_problem(rng: random.Random, max_ops: int = 8) -> PlacementProblem:
     """A random DAG with integer costs (exact arithmetic) and a random budget."""
     n = rng.randint(2, max_ops)
     density = rng.uniform(0.1, 0.6)
@@ -96,6 +96,6 @@ def random_problem(rng: random.Random, max_ops: int = 8) -> PartitionProblem:
     writes = tuple(v not in has_succ or rng.random() < 0.2 for v in range(n))
     t_out = tuple(float(rng.randint(0, 20)) if writes[v] and capable[v] else 0.0 for v in range(n))
     budget = rng.randint(0, max(1, sum(crossbars)))
-    return PartitionProblem(names=tuple(f"op{v}" for v in range(n)), t_host_ns=t_host, t_cim_ns=t_cim,
+    return PlacementProblem(names=tuple(f"op{v}" for v in range(n)), t_host_ns=t_host, t_cim_ns=t_cim,
                             crossbars=crossbars, edges=edges, budget=budget, t_in_ns=t_in, t_out_ns=t_out,
                             writes_output=writes)

@@ -6,16 +6,16 @@ import functools
 
 import pytest
 
-from cimsplit.passes.backend import BackendUnavailable, SolveOptions
-from cimsplit.passes.problem import PartitionProblem
+from cimsplit.passes.placement.solvers.backend import BackendUnavailable, SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem
 
 
 @functools.lru_cache(maxsize=1)
 def gurobi_unavailable_reason() -> str | None:
     try:
-        from cimsplit.passes.gurobi_backend import GurobiBackend
+        from cimsplit.passes.placement.solvers.gurobi import GurobiBackend
 
-        tiny = PartitionProblem(names=("a",), t_host_ns=(1.0,), t_cim_ns=(None,), crossbars=(0,), edges=(), budget=0)
+        tiny = PlacementProblem(names=("a",), t_host_ns=(1.0,), t_cim_ns=(None,), crossbars=(0,), edges=(), budget=0)
         GurobiBackend().solve(tiny, None, SolveOptions(time_limit_s=5), None)
     except BackendUnavailable as exc:
         return exc.one_line()

@@ -8,14 +8,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.workload import Operator, Workload
-from cimsplit.passes.annotate import (
+from cimsplit.passes.rewrite.annotate import (
     NodePlacement,
     annotate,
     complete_placements,
     placements_from_schedule,
     read_annotations,
 )
-from cimsplit.passes.result import Schedule
+from cimsplit.passes.placement.result import Schedule
 
 
 def _op(name: str, nodes: tuple[str, ...]) -> Operator:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes.backend import SolveOptions, get_backend
-from cimsplit.passes.cpsat_backend import solve_cpsat, time_unit_ns
-from cimsplit.passes.problem import PartitionProblem
-from cimsplit.passes.random_dags import random_problem
+from cimsplit.passes.placement.solvers.backend import SolveOptions, get_backend
+from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat, time_unit_ns
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.testing import random_problem
 
 
-def diamond(budget: int) -> PartitionProblem:
+def diamond(budget: int) -> PlacementProblem:
     r"""
           a        host-only, 10 ns
          / \       transfers a->b, a->c: 3 ns
@@ -18,7 +18,7 @@ def diamond(budget: int) -> PartitionProblem:
          \ /       transfers b->d, c->d: 4 ns
           d        host-only, 5 ns
     """
-    return PartitionProblem(
+    return PlacementProblem(
         names=("a", "b", "c", "d"),
         t_host_ns=(10.0, 100.0, 50.0, 5.0),
         t_cim_ns=(None, 20.0, 10.0, None),
@@ -51,7 +51,7 @@ def test_diamond_optimum_by_hand(budget: int, expected_ns: float, cim: set[str])
 def test_integer_and_binary_fraction_times_need_no_rounding():
     assert time_unit_ns(diamond(2)) == (1.0, True)
     # 100 bytes over 20.48 GB/s = 4.8828125 ns = 625/128 ns: exact in units of 2**-7 ns
-    p = PartitionProblem(("a", "b"), (1.0, 2.0), (None, 1.0), (0, 1), ((0, 1, 100 / 20.48),), 1)
+    p = PlacementProblem(("a", "b"), (1.0, 2.0), (None, 1.0), (0, 1), ((0, 1, 100 / 20.48),), 1)
     assert time_unit_ns(p) == (2.0**-7, True)
 
 
@@ -92,10 +92,10 @@ def test_host_chains_by_hand():
               \-> f                f: host-only, a second maximal end
     Longest host-only chain: a, c, e (B and D are capable); the other end f: a, f.
     """
-    from cimsplit.passes import dag
-    from cimsplit.passes.cpsat_backend import _host_chains
+    from cimsplit.passes.placement import dag
+    from cimsplit.passes.placement.solvers.cpsat.model import _host_chains
 
-    p = PartitionProblem(("a", "B", "c", "D", "e", "f"), (1.0,) * 6, (None, 1.0, None, 1.0, None, None),
+    p = PlacementProblem(("a", "B", "c", "D", "e", "f"), (1.0,) * 6, (None, 1.0, None, 1.0, None, None),
                          (0, 1, 0, 1, 0, 0), ((0, 1, 0.0), (1, 2, 0.0), (2, 3, 0.0), (3, 4, 0.0), (1, 5, 0.0)), 2)
     capable = [p.capable(v) for v in range(p.n)]
     chains = _host_chains(capable, dag.ancestors(p), dag.descendants(p), p.n, limit=3)

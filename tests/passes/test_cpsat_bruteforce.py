@@ -12,14 +12,14 @@ import random
 
 import pytest
 
-from cimsplit.passes.cpsat_backend import solve_cpsat
-from cimsplit.passes.heuristics import best_heuristic
-from cimsplit.passes.problem import PartitionProblem
-from cimsplit.passes.random_dags import random_problem
-from cimsplit.passes.schedule import host_order_by_start, simulate
+from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
+from cimsplit.passes.placement.heuristics import best_heuristic
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.testing import random_problem
+from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 
 
-def host_orders(problem: PartitionProblem, on_host: tuple[bool, ...]):
+def host_orders(problem: PlacementProblem, on_host: tuple[bool, ...]):
     """Every order of the host operators that respects precedence through any path."""
     anc = [0] * problem.n
     for u, v, _ in sorted(problem.edges, key=lambda e: e[1]):
@@ -40,7 +40,7 @@ def host_orders(problem: PartitionProblem, on_host: tuple[bool, ...]):
     yield from extend([], 0)
 
 
-def brute_force_ns(problem: PartitionProblem) -> float:
+def brute_force_ns(problem: PlacementProblem) -> float:
     capable = [v for v in range(problem.n) if problem.capable(v)]
     best = float("inf")
     for choice in itertools.product((True, False), repeat=len(capable)):
@@ -54,7 +54,7 @@ def brute_force_ns(problem: PartitionProblem) -> float:
     return best
 
 
-def assert_brute_force_optimum(problem: PartitionProblem, out, optimum: float) -> None:
+def assert_brute_force_optimum(problem: PlacementProblem, out, optimum: float) -> None:
     """``out`` (a BackendOutcome) is proven optimal at ``optimum`` with a true lower bound, and its
     placement re-times to the reported objective within the crossbar budget."""
     assert out.status == "optimal", (problem, out)
@@ -65,7 +65,7 @@ def assert_brute_force_optimum(problem: PartitionProblem, out, optimum: float) -
     assert sum(c for c, h in zip(problem.crossbars, out.on_host) if not h) <= problem.budget
 
 
-def small_problems(count: int, seed: int) -> list[PartitionProblem]:
+def small_problems(count: int, seed: int) -> list[PlacementProblem]:
     """Layered random DAGs of 1-8 operators with random budgets, transfers and io times."""
     rng = random.Random(seed)
     out = []
@@ -75,7 +75,7 @@ def small_problems(count: int, seed: int) -> list[PartitionProblem]:
         # Scale transfers so that some placements pay for crossing and some do not.
         k = rng.choice((0.0, 1.0, 20.0, 200.0))
         edges = tuple((u, v, t * k) for u, v, t in base.edges)
-        out.append(PartitionProblem(base.names, base.t_host_ns, base.t_cim_ns, base.crossbars, edges, base.budget,
+        out.append(PlacementProblem(base.names, base.t_host_ns, base.t_cim_ns, base.crossbars, edges, base.budget,
                                     tuple(t * k for t in base.t_in_ns), tuple(t * k for t in base.t_out_ns),
                                     base.writes_output))
     return out
@@ -93,7 +93,7 @@ def test_the_sample_has_branching_and_binding_budgets():
     assert binding >= 50
 
 
-def _incomparable(p: PartitionProblem):
+def _incomparable(p: PlacementProblem):
     reach = [0] * p.n
     for u, v, _ in sorted(p.edges, key=lambda e: -e[0]):
         reach[u] |= reach[v] | (1 << v)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes.cpsat_backend import solve_cpsat
+from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
 
 from test_cpsat_bruteforce import PROBLEMS, assert_brute_force_optimum, brute_force_ns
 
@@ -39,9 +39,9 @@ def test_bound_worker_on_a_budget_bound_dag_keeps_a_valid_bound():
     Put one of B, C on the CIM: host runs a, the other (30), d: 10 + 30 + 10 = 50,
     while the CIM one (5) overlaps.  Both on host: 10 + 30 + 30 + 10 = 80.  Optimum 50.
     """
-    from cimsplit.passes.problem import PartitionProblem
+    from cimsplit.passes.placement.problem import PlacementProblem
 
-    p = PartitionProblem(names=("a", "B", "C", "d"), t_host_ns=(10.0, 30.0, 30.0, 10.0),
+    p = PlacementProblem(names=("a", "B", "C", "d"), t_host_ns=(10.0, 30.0, 30.0, 10.0),
                          t_cim_ns=(None, 5.0, 5.0, None), crossbars=(0, 1, 1, 0),
                          edges=((0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)), budget=1)
     out = solve_cpsat(p, time_limit_s=10.0, bound_worker=True, threads=2).outcome

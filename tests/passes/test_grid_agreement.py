@@ -23,7 +23,7 @@ from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.models import zoo
-from cimsplit.passes.partition import partition, problem_from_costs
+from cimsplit.passes.placement.driver import place, problem_from_costs
 
 from _solvers import gurobi_unavailable_reason
 
@@ -69,7 +69,7 @@ def grid(tmp_path_factory):
             for mvm in MVM_NS:
                 hardware = load_hardware("x86", crossbars=crossbars, mvm_latency_ns=mvm)
                 problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
-                results = {s: partition(problem, solver=s, time_limit_s=30) for s in solvers}
+                results = {s: place(problem, solver=s, time_limit_s=30) for s in solvers}
                 rows.append((name, crossbars, mvm, results))
     return rows
 

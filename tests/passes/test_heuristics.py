@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes.heuristics import (
+from cimsplit.passes.placement.heuristics import (
     RULES,
     Sequencer,
     best_heuristic,
@@ -12,12 +12,12 @@ from cimsplit.passes.heuristics import (
     knapsack_assignment,
     list_schedule,
 )
-from cimsplit.passes.problem import PartitionProblem
-from cimsplit.passes.random_dags import random_problem
-from cimsplit.passes.schedule import host_order_by_start, simulate
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.testing import random_problem
+from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 
 
-def fork() -> PartitionProblem:
+def fork() -> PlacementProblem:
     r"""
             s            host-only, 1 ns
           / | \
@@ -25,7 +25,7 @@ def fork() -> PartitionProblem:
          |     |
          t     u         t: host-only 30 (long tail behind a); u: host-only 1
     """
-    return PartitionProblem(
+    return PlacementProblem(
         names=("s", "a", "b", "c", "t", "u"),
         t_host_ns=(1.0, 10.0, 2.0, 4.0, 30.0, 1.0),
         t_cim_ns=(None, None, None, 1.0, None, None),
@@ -80,7 +80,7 @@ def test_knapsack_is_optimal_for_host_load():
 
     a: 3 xbars saves 10; b: 2 xbars saves 6; c: 1 xbar saves 5 -> {a, c} = 15 > {b, c} = 11.
     """
-    p = PartitionProblem(("a", "b", "c"), (10.0, 6.0, 5.0), (0.0, 0.0, 0.0), (3, 2, 1), (), 4)
+    p = PlacementProblem(("a", "b", "c"), (10.0, 6.0, 5.0), (0.0, 0.0, 0.0), (3, 2, 1), (), 4)
     x = knapsack_assignment(p, use_saving=False)
     assert x == [False, True, False]
 
@@ -97,6 +97,6 @@ def test_best_heuristic_is_deterministic_and_beats_greedy():
 
 
 def test_nothing_capable_means_cpu_only():
-    p = PartitionProblem(("a", "b"), (3.0, 4.0), (None, None), (0, 0), ((0, 1, 1.0),), 10)
+    p = PlacementProblem(("a", "b"), (3.0, 4.0), (None, None), (0, 0), ((0, 1, 1.0),), 10)
     s = best_heuristic(p, time_budget_s=0.05)
     assert s.on_host == (True, True) and s.makespan_ns == 7.0

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from cimsplit.passes import SolveOptions, all_baselines, build_milp, validate
-from cimsplit.passes.heuristics import best_heuristic
-from cimsplit.passes.highs_backend import HighsBackend
+from cimsplit.passes.placement.heuristics import best_heuristic
+from cimsplit.passes.placement.solvers.highs import HighsBackend
 
 from test_cpsat_bruteforce import brute_force_ns, small_problems
 

@@ -13,7 +13,7 @@ import random
 import pytest
 
 from cimsplit.passes import SolveOptions, all_baselines, build_milp, validate
-from cimsplit.passes.backend import get_backend
+from cimsplit.passes.placement.solvers.backend import get_backend
 
 from _brute import brute_force_optimum, random_problem
 from _solvers import solvers

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes import PartitionProblem, build_milp, partition
-from cimsplit.passes.dag import incomparable_pairs
+from cimsplit.passes import PlacementProblem, build_milp, place
+from cimsplit.passes.placement.dag import incomparable_pairs
 
 from _brute import brute_force_optimum
 from _solvers import solvers
 
 
-def chain_merge_example(merged: bool) -> PartitionProblem:
+def chain_merge_example(merged: bool) -> PlacementProblem:
     """The issue's counterexample (no transfer costs, budget fits every CIM operator):
 
         u(host 10) ----------------------> v(host 10) --> c(CIM 90)
@@ -35,14 +35,14 @@ def chain_merge_example(merged: bool) -> PartitionProblem:
         t_cim = (None, 10.0, None, 100.0, None, 90.0)
         crossbars = (0, 1, 0, 1, 0, 1)
         edges = ((0, 4, 0.0), (1, 2, 0.0), (2, 3, 0.0), (4, 5, 0.0))
-    return PartitionProblem(names=names, t_host_ns=t_host, t_cim_ns=t_cim, crossbars=crossbars, edges=edges, budget=3)
+    return PlacementProblem(names=names, t_host_ns=t_host, t_cim_ns=t_cim, crossbars=crossbars, edges=edges, budget=3)
 
 
 @pytest.mark.parametrize("solver", solvers())
 @pytest.mark.parametrize("plain", [True, False], ids=["plain", "improved"])
 def test_merging_a_host_chain_is_not_exact(solver, plain):
-    exact = partition(chain_merge_example(merged=False), solver=solver, plain=plain)
-    merged = partition(chain_merge_example(merged=True), solver=solver, plain=plain)
+    exact = place(chain_merge_example(merged=False), solver=solver, plain=plain)
+    merged = place(chain_merge_example(merged=True), solver=solver, plain=plain)
     assert exact.schedule.makespan_ns == pytest.approx(120)
     assert merged.schedule.makespan_ns == pytest.approx(130)
     assert brute_force_optimum(chain_merge_example(merged=False)) == 120
@@ -57,7 +57,7 @@ def test_merging_a_host_chain_is_not_exact(solver, plain):
 #    b   c
 #     \ /
 #      d
-DIAMOND = PartitionProblem(names=("a", "b", "c", "d"), t_host_ns=(10.0, 50.0, 50.0, 10.0), t_cim_ns=(None, 5.0, 5.0, None),
+DIAMOND = PlacementProblem(names=("a", "b", "c", "d"), t_host_ns=(10.0, 50.0, 50.0, 10.0), t_cim_ns=(None, 5.0, 5.0, None),
                            crossbars=(0, 2, 2, 0), edges=((0, 1, 1.0), (0, 2, 1.0), (1, 3, 1.0), (2, 3, 1.0)), budget=2)
 
 
@@ -93,7 +93,7 @@ def test_improved_model_drops_fixed_z_and_adds_cuts():
 
 def test_tight_big_m_keeps_the_optimal_schedule_feasible():
     """The optimal schedule, as a column vector, satisfies every row of the improved model."""
-    result = partition(DIAMOND, solver="highs")
+    result = place(DIAMOND, solver="highs")
     model = build_milp(DIAMOND, plain=False, upper_bound_ns=result.schedule.makespan_ns)
     from cimsplit.passes import host_order_by_start
 

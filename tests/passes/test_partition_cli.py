@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.cli import main
+from cimsplit.cli import main
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 

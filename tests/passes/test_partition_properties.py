@@ -6,14 +6,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cimsplit.passes import PartitionProblem, all_baselines, build_milp, partition
-from cimsplit.passes.dag import min_duration_ns, release_ns, tail_ns
+from cimsplit.passes import PlacementProblem, all_baselines, build_milp, place
+from cimsplit.passes.placement.dag import min_duration_ns, release_ns, tail_ns
 
 from _brute import brute_force_optimum
 
 
 @st.composite
-def problems(draw, max_ops: int = 7) -> PartitionProblem:
+def problems(draw, max_ops: int = 7) -> PlacementProblem:
     n = draw(st.integers(1, max_ops))
     edges = tuple((u, v, float(draw(st.integers(0, 20))))
                   for v in range(n) for u in range(v) if draw(st.booleans()))
@@ -21,7 +21,7 @@ def problems(draw, max_ops: int = 7) -> PartitionProblem:
     t_cim = tuple(draw(st.one_of(st.none(), st.integers(0, 50).map(float))) for _ in range(n))
     crossbars = tuple(draw(st.integers(0, 4)) if t is not None else 0 for t in t_cim)
     budget = draw(st.integers(0, 8))
-    return PartitionProblem(names=tuple(f"op{v}" for v in range(n)), t_host_ns=t_host, t_cim_ns=t_cim,
+    return PlacementProblem(names=tuple(f"op{v}" for v in range(n)), t_host_ns=t_host, t_cim_ns=t_cim,
                             crossbars=crossbars, edges=edges, budget=budget)
 
 
@@ -37,7 +37,7 @@ def test_lower_bounds_baselines_and_ilp_agree(problem):
     assert sum(problem.t_host_ns[v] for v in range(problem.n) if not problem.capable(v)) <= optimum + 1e-9
     for schedule in all_baselines(problem).values():
         assert schedule.makespan_ns >= optimum - 1e-9
-    result = partition(problem, solver="highs", threads=1)
+    result = place(problem, solver="highs", threads=1)
     assert result.schedule.makespan_ns == pytest.approx(optimum, abs=1e-6)
     assert result.solver.bound_ns <= optimum + 1e-6
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes.random_dags import STYLES, incomparable_pairs, random_problem
+from cimsplit.passes.placement.testing import STYLES, incomparable_pairs, random_problem
 
 
 @pytest.mark.parametrize(("style", "n"), [("detector", 93), ("detector", 100), ("detector", 251),
@@ -43,9 +43,9 @@ def test_incomparable_pairs_by_hand():
        \ /
         3
     """
-    from cimsplit.passes.problem import PartitionProblem
+    from cimsplit.passes.placement.problem import PlacementProblem
 
-    p = PartitionProblem(("a", "b", "c", "d"), (1.0,) * 4, (None,) * 4, (0,) * 4,
+    p = PlacementProblem(("a", "b", "c", "d"), (1.0,) * 4, (None,) * 4, (0,) * 4,
                          ((0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)), 0)
     assert incomparable_pairs(p) == 1
 

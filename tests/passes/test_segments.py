@@ -9,13 +9,13 @@ import random
 import ortools
 import pytest
 from _brute import brute_force_optimum
-from cimsplit.passes import cpsat_backend
-from cimsplit.passes.cpsat_backend import solve_cpsat
-from cimsplit.passes.cpsat_staged import solve_staged
-from cimsplit.passes.problem import PartitionProblem
-from cimsplit.passes.random_dags import random_problem
-from cimsplit.passes.schedule import simulate
-from cimsplit.passes.segments import (
+from cimsplit.passes.placement.solvers.cpsat import model as cpsat_backend
+from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
+from cimsplit.passes.placement.solvers.cpsat.staged import solve_staged
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.testing import random_problem
+from cimsplit.passes.placement.simulate import simulate
+from cimsplit.passes.placement.solvers.cpsat.segments import (
     _segment_problem,
     augment,
     solve_by_segments,
@@ -23,7 +23,7 @@ from cimsplit.passes.segments import (
 )
 
 
-def two_blocks(skip_ns: float = 0.0, budget: int = 2) -> PartitionProblem:
+def two_blocks(skip_ns: float = 0.0, budget: int = 2) -> PlacementProblem:
     r"""
         a -> b -> d -> e -> g        a, d, g: host-only (d is the join of b and c)
          \-> c -/ \-> f -/           b, c, e, f: CIM-capable, one crossbar each
@@ -34,13 +34,13 @@ def two_blocks(skip_ns: float = 0.0, budget: int = 2) -> PartitionProblem:
     """
     edges = ((0, 1, 1.0), (0, 2, 1.0), (1, 3, 1.0), (1, 6, skip_ns), (2, 3, 1.0), (3, 4, 1.0), (3, 5, 1.0),
              (4, 6, 1.0), (5, 6, 1.0))
-    return PartitionProblem(names=tuple("abcdefg"), t_host_ns=(10.0, 40.0, 40.0, 5.0, 30.0, 30.0, 10.0),
+    return PlacementProblem(names=tuple("abcdefg"), t_host_ns=(10.0, 40.0, 40.0, 5.0, 30.0, 30.0, 10.0),
                             t_cim_ns=(None, 10.0, 10.0, None, 10.0, 10.0, None), crossbars=(0, 1, 1, 0, 1, 1, 0),
                             edges=edges, budget=budget)
 
 
 def test_augment_links_graph_inputs_and_outputs_to_start_and_end():
-    p = PartitionProblem(names=("a", "b"), t_host_ns=(4.0, 6.0), t_cim_ns=(2.0, None), crossbars=(1, 0),
+    p = PlacementProblem(names=("a", "b"), t_host_ns=(4.0, 6.0), t_cim_ns=(2.0, None), crossbars=(1, 0),
                          edges=((0, 1, 3.0),), budget=1, t_in_ns=(7.0, 0.0), t_out_ns=(5.0, 9.0),
                          writes_output=(True, True))
     aug = augment(p)
@@ -93,7 +93,7 @@ def test_two_blocks_optimum_by_hand(budget: int, expected: float):
     assert run.segments.exact
 
 
-def small_chains(count: int, seed: int) -> list[PartitionProblem]:
+def small_chains(count: int, seed: int) -> list[PlacementProblem]:
     """Random DAGs of 4-9 operators in layers of 1-3 (one-operator layers are bottlenecks).
 
     Every operator reads a random non-empty subset of the layer before and feeds
@@ -123,7 +123,7 @@ def small_chains(count: int, seed: int) -> list[PartitionProblem]:
         has_succ = {u for u, _ in edges}
         writes = tuple(v not in has_succ or rng.random() < 0.1 for v in range(n))
         crossbars = tuple(rng.randint(1, 3) if c else 0 for c in capable)
-        out.append(PartitionProblem(
+        out.append(PlacementProblem(
             names=tuple(f"op{i}_{v}" for v in range(n)),
             t_host_ns=tuple(float(rng.randint(5, 100)) for _ in range(n)),
             t_cim_ns=tuple(float(rng.randint(2, 60)) if c else None for c in capable), crossbars=crossbars,
@@ -177,7 +177,7 @@ def test_a_presolve_failure_is_solved_again_without_presolve(monkeypatch, caplog
     expected = solve_cpsat(sub, time_limit_s=20.0).outcome
     assert expected.status == "optimal"
     monkeypatch.setattr(cpsat_backend, "_HORIZON_UNITS", 2.0**40)
-    with caplog.at_level(logging.WARNING, logger="cimsplit.passes.cpsat_backend"):
+    with caplog.at_level(logging.WARNING, logger="cimsplit.passes.placement.solvers.cpsat.model"):
         out = solve_cpsat(sub, time_limit_s=20.0).outcome
     assert out.status in ("optimal", "gap_limit")
     assert out.objective_ns == pytest.approx(expected.objective_ns, rel=1e-6)
@@ -185,7 +185,7 @@ def test_a_presolve_failure_is_solved_again_without_presolve(monkeypatch, caplog
         assert "solving again without presolve" in caplog.text
 
 
-def blocks(count: int, seed: int) -> PartitionProblem:
+def blocks(count: int, seed: int) -> PlacementProblem:
     """``count`` blocks like two_blocks' (a join, then 2-3 capable operators side by side), random times."""
     rng = random.Random(seed)
     host, cim, crossbars, edges = [20.0], [None], [0], []
@@ -203,7 +203,7 @@ def blocks(count: int, seed: int) -> PartitionProblem:
         cim.append(None)
         crossbars.append(0)
         edges += [(v, join, float(rng.randint(0, 3))) for v in inner]
-    return PartitionProblem(names=tuple(f"v{v}" for v in range(len(host))), t_host_ns=tuple(host),
+    return PlacementProblem(names=tuple(f"v{v}" for v in range(len(host))), t_host_ns=tuple(host),
                             t_cim_ns=tuple(cim), crossbars=tuple(crossbars), edges=tuple(edges),
                             budget=sum(crossbars) // 3)
 

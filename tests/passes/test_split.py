@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.passes.partition_graph import group_nodes, plan_split
-from cimsplit.passes.split import PARTITION_DOMAIN, TRANSFER_DOMAIN, split
+from cimsplit.passes.rewrite.partitions import group_nodes, plan_split
+from cimsplit.passes.rewrite.split import PARTITION_DOMAIN, TRANSFER_DOMAIN, split
 
 BUS_BYTES_PER_S = 20.48e9
 

@@ -11,11 +11,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import cimsplit.passes.emit as emit
-from cimsplit.compiler.errors import CimsplitError
+import cimsplit.passes.emit.artifacts as emit
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import Hardware
-from cimsplit.passes.emit import build_artifacts, write_artifacts
-from cimsplit.passes.fixed_placement import fixed_partition
+from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.passes.fixed_placement import fixed_placement
 
 HW = Hardware("x86", element_bytes=1, bus_bandwidth_bytes_per_s=1e9)  # 1 byte per ns: transfers in ns = bytes
 
@@ -43,7 +43,7 @@ DEVICES = {"a": "cim", "b": "host", "c": "cim"}
 
 def artifacts(path: Path):
     model = onnx.load(path)
-    workload, result = fixed_partition(model, DEVICES, HW, t_host_ns=1000.0, t_cim_ns=100.0)
+    workload, result = fixed_placement(model, DEVICES, HW, t_host_ns=1000.0, t_cim_ns=100.0)
     return build_artifacts(model, workload, result, HW, model_path=str(path), fingerprint="f00d")
 
 
@@ -150,7 +150,7 @@ def test_refuses_a_directory_that_holds_the_input_model(tmp_path) -> None:
 
 def test_overlapping_bus_transfers_get_their_own_lanes() -> None:
     """c1 and c2 [cim] both finish at 10 ns and send to h [host]: their two transfers overlap in time."""
-    from cimsplit.passes.plan_file import build_trace
+    from cimsplit.passes.emit.plan import build_trace
 
     def op(name, device, start, duration):
         return {"name": name, "device": device, "start_ns": start, "finish_ns": start + duration,

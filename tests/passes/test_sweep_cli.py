@@ -22,12 +22,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler import frontend
-from cimsplit.compiler.cli import main
+from cimsplit.cli import main
 from cimsplit.compiler.host_profile import profile_model
 from cimsplit.models import zoo
-from cimsplit.passes.sweep import SweepObserver, SweepSpec, run_sweep
-from cimsplit.passes.sweep_store import JOURNAL, read_results
-from cimsplit.passes.sweep_task import COLUMNS, TIME_COLUMNS
+from cimsplit.passes.sweep.run import SweepObserver, SweepSpec, run_sweep
+from cimsplit.passes.sweep.store import JOURNAL, read_results
+from cimsplit.passes.sweep.task import COLUMNS, TIME_COLUMNS
 
 CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
 IMAGE = "32"  # zoo models at 32x32: the same graph as at 224, far cheaper to profile
@@ -249,8 +249,8 @@ def test_plots_and_table_are_valid_and_deterministic(inputs, tmp_path, capsys) -
 
 
 def test_paper_flag_is_the_paper_grid() -> None:
-    from cimsplit.compiler.cli import build_parser
-    from cimsplit.compiler.cli.sweep_cmd import spec_from_args
+    from cimsplit.cli import build_parser
+    from cimsplit.cli.sweep_cmd import spec_from_args
 
     spec = spec_from_args(build_parser().parse_args(["sweep", "--paper", "-o", "out"]))
     assert spec.models == ("resnet18", "resnet50", "mobilenet_v2", "yolov5n")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.compiler.errors import CimsplitError
-from cimsplit.passes.sweep_grid import SweepGrid, SweepPoint, parse_int_values, parse_time_values
+from cimsplit.errors import CimsplitError
+from cimsplit.passes.sweep.grid import SweepGrid, SweepPoint, parse_int_values, parse_time_values
 
 
 def test_crossbar_list_is_sorted_and_deduplicated() -> None:

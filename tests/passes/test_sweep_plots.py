@@ -7,8 +7,8 @@ from pathlib import Path
 
 import matplotlib.image
 
-from cimsplit.passes.sweep_plots import write_figures
-from cimsplit.passes.sweep_task import COLUMNS
+from cimsplit.passes.sweep.plots import write_figures
+from cimsplit.passes.sweep.task import COLUMNS
 
 
 def row(model: str, host: str, crossbars: int, latency_ns: float) -> dict:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from cimsplit.passes.backend import DEFAULT_MIP_GAP
-from cimsplit.passes.sweep import SweepSpec, run_sweep
-from cimsplit.passes.sweep_grid import PAPER_CROSSBARS, PAPER_MVM_LATENCIES_NS
+from cimsplit.passes.placement.solvers.backend import DEFAULT_MIP_GAP
+from cimsplit.passes.sweep.run import SweepSpec, run_sweep
+from cimsplit.passes.sweep.grid import PAPER_CROSSBARS, PAPER_MVM_LATENCIES_NS
 
 TOLERANCE = 2 * DEFAULT_MIP_GAP
 

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from cimsplit.passes.problem import PartitionProblem
-from cimsplit.passes.sweep_exec import execute
-from cimsplit.passes.sweep_grid import SweepGrid, SweepPoint
-from cimsplit.passes.sweep_store import JOURNAL, Journal, read_journal, write_results
-from cimsplit.passes.sweep_table import table1_markdown
-from cimsplit.passes.sweep_task import COLUMNS, TIME_COLUMNS, PointTask, run_point, task_fingerprint
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.sweep.execute import execute
+from cimsplit.passes.sweep.grid import SweepGrid, SweepPoint
+from cimsplit.passes.sweep.store import JOURNAL, Journal, read_journal, write_results
+from cimsplit.passes.sweep.table1 import table1_markdown
+from cimsplit.passes.sweep.task import COLUMNS, TIME_COLUMNS, PointTask, run_point, task_fingerprint
 
 
-def chain(budget: int) -> PartitionProblem:
+def chain(budget: int) -> PlacementProblem:
     """
     a (host only, 10 ns) --5 ns--> b (host 100 ns | CIM 20 ns, 1 crossbar) --5 ns--> c (host only, 10 ns)
     """
-    return PartitionProblem(
+    return PlacementProblem(
         names=("a", "b", "c"),
         t_host_ns=(10.0, 100.0, 10.0),
         t_cim_ns=(None, 20.0, None),

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes import InternalError, PartitionProblem, partition, validate
+from cimsplit.passes import InternalError, PlacementProblem, place, validate
 
 #   a -> b -> c    a, c host-only 10 ns; b host 100 / CIM 20 ns, 4 crossbars; transfers 5 ns.
-CHAIN = PartitionProblem(names=("a", "b", "c"), t_host_ns=(10.0, 100.0, 10.0), t_cim_ns=(None, 20.0, None),
+CHAIN = PlacementProblem(names=("a", "b", "c"), t_host_ns=(10.0, 100.0, 10.0), t_cim_ns=(None, 20.0, None),
                          crossbars=(0, 4, 0), edges=((0, 1, 5.0), (1, 2, 5.0)), budget=4)
 
 
 def test_a_correct_result_validates_to_its_makespan():
-    result = partition(CHAIN, solver="highs")
+    result = place(CHAIN, solver="highs")
     schedule = validate(CHAIN, result.schedule.on_host, start_ns=result.schedule.start_ns, objective_ns=50.0)
     assert schedule.makespan_ns == pytest.approx(10 + 5 + 20 + 5 + 10)
 
@@ -33,7 +33,7 @@ def test_host_only_operator_on_the_cim_is_refused():
 
 
 def test_over_budget_is_refused():
-    over = PartitionProblem(names=CHAIN.names, t_host_ns=CHAIN.t_host_ns, t_cim_ns=CHAIN.t_cim_ns,
+    over = PlacementProblem(names=CHAIN.names, t_host_ns=CHAIN.t_host_ns, t_cim_ns=CHAIN.t_cim_ns,
                             crossbars=CHAIN.crossbars, edges=CHAIN.edges, budget=3)
     with pytest.raises(InternalError, match="budget"):
         validate(over, (True, False, True))
@@ -46,7 +46,7 @@ def test_host_order_against_precedence_is_refused():
 
 def test_tied_start_times_still_respect_precedence():
     # a zero-length host operator z -> w, both start at 0 in the solver's output but listed w first by noise
-    p = PartitionProblem(names=("z", "w"), t_host_ns=(0.0, 10.0), t_cim_ns=(None, None), crossbars=(0, 0),
+    p = PlacementProblem(names=("z", "w"), t_host_ns=(0.0, 10.0), t_cim_ns=(None, None), crossbars=(0, 0),
                          edges=((0, 1, 0.0),), budget=0)
     schedule = validate(p, (True, True), start_ns=(1e-12, 0.0), objective_ns=10.0)
     assert schedule.makespan_ns == pytest.approx(10)
@@ -60,7 +60,7 @@ def test_start_time_noise_does_not_reorder_the_host():
     with op3 [1,1] and op4 [1,2] on the CIM: makespan 3.  Sorting the raw starts runs op1 before op2,
     which delays op4 to [3,4]: a false internal error.
     """
-    p = PartitionProblem(names=("op0", "op1", "op2", "op3", "op4", "op5"), t_host_ns=(1.0, 2.0, 0.0, 4.0, 1.0, 0.0),
+    p = PlacementProblem(names=("op0", "op1", "op2", "op3", "op4", "op5"), t_host_ns=(1.0, 2.0, 0.0, 4.0, 1.0, 0.0),
                          t_cim_ns=(None, None, None, 0.0, 1.0, 4.0), crossbars=(0, 0, 0, 1, 3, 2),
                          edges=((0, 2, 6.0), (2, 3, 0.0), (3, 4, 0.0), (2, 5, 15.0)), budget=6)
     start = (0.0, 0.9999999999999999, 1.0, 1.0, 1.0, 2.9999999999999996)
@@ -75,7 +75,7 @@ def test_tolerance_noise_in_gurobi_starts_is_a_tie():
     schedule: op3 [0,0], op1 [0,5], op0 [5,5], op5 [6,10] (op3 -> op5 costs 6 ns), op2, op4 at 5,
     op6 at 10 + 5 = 15.  Starts within 1e-7 relative are ties, ordered by finish, then index.
     """
-    p = PartitionProblem(names=tuple(f"op{i}" for i in range(7)), t_host_ns=(0.0, 5.0, 0.0, 0.0, 0.0, 937.0, 0.0),
+    p = PlacementProblem(names=tuple(f"op{i}" for i in range(7)), t_host_ns=(0.0, 5.0, 0.0, 0.0, 0.0, 937.0, 0.0),
                          t_cim_ns=(None, 616.0, 0.0, 630.0, None, 4.0, 5.0), crossbars=(0, 2, 0, 1, 0, 3, 4),
                          edges=((0, 2, 12.0), (1, 2, 17.0), (0, 4, 14.0), (1, 4, 0.0), (0, 5, 0.0), (3, 5, 6.0),
                                 (0, 6, 0.0), (4, 6, 0.0), (5, 6, 5.0)), budget=4)

@@ -12,10 +12,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.errors import CimsplitError
+from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import Hardware
-from cimsplit.passes.emit import build_artifacts, write_artifacts
-from cimsplit.passes.fixed_placement import fixed_partition
+from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.passes.fixed_placement import fixed_placement
 from cimsplit.runtime import OrtCpuDevice, Session
 from cimsplit.runtime.transfers import TransferCounter
 
@@ -54,7 +54,7 @@ CYCLE = {"a": "cim", "b": "host", "c": "cim", "d": "cim", "add": "cim"}
 
 def compile_dir(path: Path, devices: dict[str, str], out: Path) -> tuple[Path, float]:
     model = onnx.load(path)
-    workload, result = fixed_partition(model, devices, HW, t_host_ns=1000.0, t_cim_ns=100.0)
+    workload, result = fixed_placement(model, devices, HW, t_host_ns=1000.0, t_cim_ns=100.0)
     built = build_artifacts(model, workload, result, HW, model_path=str(path), fingerprint="f")
     return write_artifacts(out, built), result.schedule.makespan_ns
 

@@ -1,0 +1,91 @@
+"""`cimsplit profile`: measure per-node host latencies with ONNX Runtime and save them.
+
+    cimsplit profile MODEL [--input-shape NAME=D0,...] [--runs 30] [--warmup 5]
+                     [--threads 1] [--seed 0] [-o host.json] [--force]
+
+Profile on the target board, compile anywhere with ``--host-profile host.json``.
+An existing output file is replaced only with ``--force``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from cimsplit.cli.args import add_model_args
+from cimsplit.cli.table import format_table
+from cimsplit.errors import CimsplitError
+from cimsplit.compiler.units import format_time_ns
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "profile", help="measure per-node host latencies with ONNX Runtime's profiler",
+        description="Profile the simplified model on this machine (graph optimizations off so nodes map 1:1, "
+                    "warm-up runs dropped, median/p10/p90 per node) and time the whole model with optimizations "
+                    "off and on.",
+    )
+    add_model_args(parser)
+    parser.add_argument("--runs", type=int, default=30, metavar="N", help="recorded runs (default 30)")
+    parser.add_argument("--warmup", type=int, default=5, metavar="N", help="warm-up runs, not recorded (default 5)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N", help="ORT intra-op threads (default 1, like the paper's single-core hosts)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random inputs (default 0)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the profile as JSON")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.add_argument("--top", type=int, default=10, metavar="K", help="nodes shown in the summary (default 10)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cimsplit.compiler.frontend import load, parse_input_shapes
+    from cimsplit.compiler.host_profile import profile_model
+
+    if args.runs < 1:
+        raise CimsplitError(f"--runs must be at least 1, not {args.runs}", hint="e.g. --runs 30")
+    if args.warmup < 0:
+        raise CimsplitError(f"--warmup must be zero or more, not {args.warmup}", hint="e.g. --warmup 5")
+    if args.threads < 1:
+        raise CimsplitError(f"--threads must be at least 1, not {args.threads}", hint="e.g. --threads 1")
+    output = Path(args.output) if args.output else None
+    if output is not None:
+        if output.is_dir():
+            raise CimsplitError(f"{output} is a directory", hint="pass -o with a file name")
+        if output.exists() and output.resolve() == Path(args.model).resolve():
+            raise CimsplitError(f"{output} is the input model", hint="pass -o with another file name")
+        if output.exists() and not args.force:
+            raise CimsplitError(f"{output} already exists", hint="pass --force to overwrite it")
+
+    loaded = load(args.model, parse_input_shapes(args.input_shape))
+    profile = profile_model(
+        loaded, runs=args.runs, warmup=args.warmup, threads=args.threads, seed=args.seed,
+        progress=False if args.no_progress else None,
+    )
+    total_ns = profile.sum_of_medians_ns
+    print(
+        f"host profile of {args.model} (fingerprint {profile.fingerprint}): {len(profile.nodes)} nodes, "
+        f"cpu {profile.cpu}, onnxruntime {profile.ort_version}, {profile.threads} thread(s), "
+        f"median of {profile.runs} runs after {profile.warmup} warm-up runs"
+    )
+    ranked = sorted(profile.nodes.items(), key=lambda item: (-item[1]["median_ns"], item[0]))[: max(args.top, 0)]
+    if ranked:
+        print(f"top {len(ranked)} nodes by median:")
+        rows = [
+            [name, str(stats.get("op_type", "?")), format_time_ns(stats["median_ns"]), format_time_ns(stats["p10_ns"]),
+             format_time_ns(stats["p90_ns"]), f"{100 * stats['median_ns'] / total_ns:.1f}%" if total_ns else "-"]
+            for name, stats in ranked
+        ]
+        print(format_table(["node", "op_type", "median", "p10", "p90", "share"], rows, [False, False, True, True, True, True]))
+    off, on = profile.model_median_ns["optimizations_off"], profile.model_median_ns["optimizations_all"]
+    print(f"sum of per-node medians:              {format_time_ns(total_ns)}")
+    print(f"whole model, optimizations off:       {format_time_ns(off)}  (sum / model = {total_ns / off:.2f}x)")
+    print(f"whole model, all optimizations:       {format_time_ns(on)}  (sum / model = {total_ns / on:.2f}x)")
+    load_1min, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load_1min > cores / 2:
+        print(f"note: load average {load_1min:.1f} on {cores} cores while profiling; "
+              "latencies measured on a busy machine are inflated and noisy")
+    if output is not None:
+        profile.save(output)
+        print(f"wrote {output}")
+    return 0

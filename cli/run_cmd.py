@@ -1,0 +1,230 @@
+"""`cimsplit run`: split inference of a compile directory.
+
+    cimsplit run DIR [--input NAME=FILE.npy ...] [--save-outputs OUT.npz]
+                 [--check] [--repeat N] [--stream N] [--seed 0] [--threads 1]
+
+Inputs not given with ``--input`` are seeded random arrays of the plan's
+dtype and shape.  Always prints the modeled timeline (replayed from
+plan.json) and the transfers counted.  ``--check`` runs the original model
+(plan.json's path) in plain onnxruntime on the same inputs and compares:
+exit status 1 when an output differs beyond atol 1e-4 / rtol 1e-3
+(``np.allclose``).  ``--repeat N`` times N more inferences one after the
+other (latency); ``--stream N`` times N inferences pipelined, two in flight,
+so the host works on one input while the CIM works on the next (throughput).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cimsplit.errors import CimsplitError
+
+ATOL = 1e-4
+RTOL = 1e-3
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run", help="run split inference of a compile directory",
+        description="Execute DIR's plan.json: host partitions on onnxruntime's CPU provider, CIM partitions on "
+                    "the CIM back end (functional simulation), transfers as counted copies.",
+    )
+    parser.add_argument("dir", metavar="DIR", help="output directory of `cimsplit compile`")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input array (repeatable)")
+    parser.add_argument("--save-outputs", metavar="OUT.npz", help="save the outputs, keyed by output name")
+    parser.add_argument("--check", action="store_true", help="compare with the original model in onnxruntime")
+    parser.add_argument("--repeat", type=int, default=0, metavar="N", help="time N more inferences")
+    parser.add_argument("--stream", type=int, default=0, metavar="N",
+                        help="time N inferences pipelined across host and CIM (throughput)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads per onnxruntime session (default 1)")
+    parser.set_defaults(func=run)
+
+
+def parse_inputs(specs: list[str]) -> dict[str, np.ndarray]:
+    """``NAME=FILE.npy`` strings -> arrays; a malformed spec or unreadable file is a CimsplitError."""
+    arrays: dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise CimsplitError(f"bad --input {spec!r}", hint="write NAME=FILE.npy")
+        if name in arrays:
+            raise CimsplitError(f"input {name} is given twice")
+        try:
+            value = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CimsplitError(f"cannot read --input {name}={path}: {exc}") from exc
+        if not isinstance(value, np.ndarray):
+            raise CimsplitError(f"--input {name}={path} is not one .npy array", hint="save it with numpy.save")
+        arrays[name] = value
+    return arrays
+
+
+def random_inputs(specs, seed: int, given: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Seeded random arrays for the inputs not in ``given`` (normal floats, small integers, booleans)."""
+    rng = np.random.default_rng(seed)
+    feeds = dict(given)
+    for spec in specs:
+        if spec.name in feeds:
+            continue
+        if not all(isinstance(d, int) for d in spec.shape):
+            raise CimsplitError(f"input {spec.name} has unknown dims {list(spec.shape)}", hint=f"pass --input {spec.name}=FILE.npy")
+        dtype = np.dtype(spec.dtype)
+        shape = tuple(spec.shape)
+        if dtype.kind == "f":
+            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[spec.name] = rng.random(shape) < 0.5
+        elif dtype.kind in "iu":
+            feeds[spec.name] = rng.integers(0, 10, size=shape).astype(dtype)
+        else:
+            raise CimsplitError(f"cannot make random values of dtype {dtype} for input {spec.name}",
+                                hint=f"pass --input {spec.name}=FILE.npy")
+    return feeds
+
+
+def _describe(array: np.ndarray) -> str:
+    return f"{array.dtype}[{','.join(str(d) for d in array.shape)}]"
+
+
+def compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
+            steps: dict[str, float] | None = None) -> list[tuple[str, float, float, bool]]:
+    """Per output: (name, largest absolute difference, largest relative difference, allclose).
+
+    ``steps`` gives the quantization step of outputs that a DequantizeLinear
+    writes; for those the absolute tolerance is one step instead of ``ATOL``.
+    """
+    steps = steps or {}
+    rows = []
+    for name, expected in ref.items():
+        actual = got[name]
+        if actual.shape != expected.shape:
+            rows.append((name, float("inf"), float("inf"), False))
+            continue
+        a, e = actual.astype(np.float64), expected.astype(np.float64)
+        diff = np.abs(a - e)
+        abs_diff = float(diff.max()) if diff.size else 0.0
+        significant = np.abs(e) > ATOL  # relative to a value that is zero within atol means nothing
+        rel_diff = float((diff[significant] / np.abs(e[significant])).max()) if significant.any() else 0.0
+        atol = max(ATOL, steps.get(name, 0.0) * (1 + 1e-6))
+        rows.append((name, abs_diff, rel_diff, bool(np.allclose(a, e, atol=atol, rtol=RTOL))))
+    return rows
+
+
+def quantization_steps(model_path: str) -> dict[str, float]:
+    """Graph outputs written by a DequantizeLinear with a constant scale -> the largest step (scale).
+
+    Split quantized inference may round a value to the neighbouring step: each
+    partition is optimized by onnxruntime on its own, and it fuses a Q/DQ
+    pattern (integer arithmetic) in one place where the unsplit model computes
+    it in float, or the other way round.  One output step is then the honest
+    tolerance (DESIGN §6 states atol 1e-4 / rtol 1e-3 for float models).
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(model_path, load_external_data=False)
+    constants = {t.name: t for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output and node.attribute and node.attribute[0].name == "value":
+            constants[node.output[0]] = node.attribute[0].t
+    producers = {out: node for node in model.graph.node for out in node.output}
+    steps = {}
+    for out in model.graph.output:
+        node = producers.get(out.name)
+        if node is not None and node.op_type == "DequantizeLinear" and len(node.input) > 1 and node.input[1] in constants:
+            steps[out.name] = float(np.abs(numpy_helper.to_array(constants[node.input[1]])).max())
+    return steps
+
+
+def reference_outputs(model_path: str, feeds: dict[str, np.ndarray], names: list[str], threads: int) -> dict[str, np.ndarray]:
+    """The original model's outputs on ``feeds`` in plain onnxruntime."""
+    import onnxruntime as ort
+
+    from cimsplit.runtime.devices import session_options
+
+    path = Path(model_path)
+    if not path.is_file():
+        raise CimsplitError(f"the original model {path} is gone (moved or deleted), so --check cannot run",
+                            hint="put it back or recompile")
+    try:
+        session = ort.InferenceSession(str(path), sess_options=session_options(threads), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise CimsplitError(f"onnxruntime cannot load the original model {path}: {exc}") from exc
+    wanted = {i.name for i in session.get_inputs()}
+    values = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
+    return dict(zip(names, values))
+
+
+def _fmt_ns(ns: float) -> str:
+    from cimsplit.compiler.units import format_time_ns
+
+    return format_time_ns(ns)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cimsplit.runtime import Session
+
+    if args.repeat < 0 or args.stream < 0:
+        raise CimsplitError(f"--repeat and --stream must be zero or more, got {args.repeat} and {args.stream}")
+    if args.threads < 1:
+        raise CimsplitError(f"--threads must be one or more, got {args.threads}")
+    given = parse_inputs(args.input)
+    with Session(args.dir, threads=args.threads) as session:
+        feeds = session.check_feeds(random_inputs(session.input_specs, args.seed, given))
+        outputs = session.run(feeds)
+        stats = session.transfer_stats
+        for name, value in feeds.items():
+            origin = "given" if name in given else f"random, seed {args.seed}"
+            print(f"input  {name}: {_describe(value)} ({origin})")
+        for name, value in outputs.items():
+            print(f"output {name}: {_describe(value)}")
+
+        plan = session.manifest.plan
+        tl = session.timeline
+        print(f"modeled timeline: makespan {_fmt_ns(tl.makespan_ns)} (plan {_fmt_ns(plan['timeline']['makespan_ns'])}), "
+              f"host busy {_fmt_ns(tl.busy_ns.get('host', 0.0))}, cim busy {_fmt_ns(tl.busy_ns.get('cim', 0.0))}, "
+              f"bus {_fmt_ns(tl.bus_ns)} in {tl.crossings} transfers")
+        parts = session.manifest.partitions
+        print(f"executed {len(parts)} partitions ({sum(p.device == 'host' for p in parts)} host, "
+              f"{sum(p.device == 'cim' for p in parts)} cim); transfers counted: {stats.count} copies, "
+              f"{stats.bytes} bytes copied ({stats.modeled_bytes} bytes modeled, {_fmt_ns(stats.modeled_latency_ns)})")
+
+        if args.repeat:
+            start = time.perf_counter()
+            for _ in range(args.repeat):
+                session.run(feeds)
+            wall_s = time.perf_counter() - start
+            per_ms = wall_s / args.repeat * 1e3
+            print(f"measured: {args.repeat} inferences, {per_ms:.3f} ms per inference, "
+                  f"{args.repeat / wall_s:.1f} inferences/s (wall time)")
+        if args.stream:
+            start = time.perf_counter()
+            session.run_stream([feeds] * args.stream, window=2)
+            wall_s = time.perf_counter() - start
+            print(f"streamed: {args.stream} inferences pipelined (2 in flight), "
+                  f"{wall_s / args.stream * 1e3:.3f} ms per inference, {args.stream / wall_s:.1f} inferences/s (wall time)")
+
+    if args.save_outputs:
+        np.savez(args.save_outputs, **outputs)
+        print(f"saved outputs to {args.save_outputs}")
+
+    if args.check:
+        ref = reference_outputs(session.manifest.model_path, feeds, list(outputs), args.threads)
+        steps = quantization_steps(session.manifest.model_path)
+        ok = True
+        print(f"check against {session.manifest.model_path} (atol {ATOL:g}, rtol {RTOL:g}; "
+              f"atol one quantization step for quantized outputs):")
+        for name, abs_diff, rel_diff, close in compare(outputs, ref, steps):
+            ok &= close
+            step = f" (quantized output, step {steps[name]:.3g})" if name in steps else ""
+            print(f"  {name}: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g}{step} {'OK' if close else 'MISMATCH'}")
+        if not ok:
+            print("check failed: the split outputs differ from the original model's")
+            return 1
+        print("check passed")
+    return 0

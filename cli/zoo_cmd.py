@@ -1,0 +1,97 @@
+"""`cimsplit zoo`: write a model of the zoo to an ONNX file, or list the zoo.
+
+    cimsplit zoo resnet18 -o out/resnet18.onnx [--int8] [--batch N] [--image-size S] [--seed N]
+    cimsplit zoo --list
+
+An existing file is never replaced unless ``--force`` is given; even then the
+new model is written to a temporary file next to it and moved into place only
+once complete, so an interrupted run loses nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+import onnx
+
+from cimsplit.errors import CimsplitError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "zoo", help="write a zoo model (resnet18, resnet50, mobilenet_v2, yolov5n) to an ONNX file",
+        description="Build a zoo model with deterministic random weights (opset 17, float32 or int8 QDQ).",
+    )
+    parser.add_argument("name", nargs="?", metavar="NAME", help="model name (see --list)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="ONNX file to write")
+    parser.add_argument("--list", action="store_true", help="list the models and exit")
+    parser.add_argument("--int8", action="store_true", help="quantize to int8 QDQ with onnxruntime (static, seeded calibration)")
+    parser.add_argument("--batch", type=int, default=1, metavar="N", help="batch size (default 1)")
+    parser.add_argument("--dynamic-batch", action="store_true", help="write a symbolic batch dim named 'batch'")
+    parser.add_argument("--image-size", type=int, default=None, metavar="S", help="input side in pixels (default 224, yolov5n 640)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="weight seed (default 0)")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cimsplit.models import zoo
+
+    if args.list:
+        width = max(len(n) for n in zoo.NAMES)
+        for name in zoo.NAMES:
+            print(f"{name:<{width}}  {zoo.describe(name)}")
+        return 0
+    if not args.name:
+        raise CimsplitError("no model name given", hint=f"pass one of {', '.join(zoo.NAMES)}, or --list")
+    if not args.output:
+        raise CimsplitError("no output file given", hint=f"pass -o FILE, e.g. -o {args.name}.onnx")
+    zoo.describe(args.name)  # unknown names fail before touching the disk
+    path = Path(args.output)
+    if path.is_dir():
+        raise CimsplitError(f"{path} is a directory", hint="pass -o with a file name")
+    blocking = next((p for p in path.parents if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise CimsplitError(f"cannot create {path}: {blocking} is a file, not a folder")
+    if path.exists() and not args.force:
+        raise CimsplitError(f"{path} already exists", hint="pass --force to overwrite it")
+
+    model = zoo.build(
+        args.name, batch=args.batch, image_size=args.image_size, int8=args.int8, seed=args.seed,
+        dynamic_batch=args.dynamic_batch,
+    )
+    size_bytes = _write_atomically(model, path)
+    kind = "int8 QDQ" if args.int8 else "float32"
+    shape = "x".join(str(d.dim_value or d.dim_param) for d in model.graph.input[0].type.tensor_type.shape.dim)
+    print(
+        f"wrote {path}: {args.name} {kind}, input {model.graph.input[0].name} {shape}, "
+        f"{len(model.graph.node)} nodes, {zoo.parameter_count(model):,} parameters, {size_bytes / 1e6:.1f} MB"
+    )
+    return 0
+
+
+def _write_atomically(model: onnx.ModelProto, path: Path) -> int:
+    """Serialize to a temporary file in the target folder, then rename it over ``path``."""
+    data = model.SerializeToString()
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp, path)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise CimsplitError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)

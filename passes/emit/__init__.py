@@ -1,0 +1,1 @@
+"""Emit: the files of a compile directory (plan.json, trace.json, the ONNX files), written atomically."""

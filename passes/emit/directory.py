@@ -1,0 +1,82 @@
+"""Write a whole output directory atomically (DESIGN §5, §9).
+
+Everything goes into a temporary sibling folder first; only when every file
+is written is it renamed into place.  A failure at any point removes the
+temporary folder and leaves the destination as it was (absent, or the old
+directory under ``--force``).  An existing non-empty destination is refused
+unless ``force``; a destination that holds a protected path (the input model)
+is always refused, since replacing it would delete that file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from cimsplit.errors import CimsplitError
+
+__all__ = ["check_destination", "write_directory_atomically"]
+
+log = logging.getLogger(__name__)
+
+
+def check_destination(out_dir: Path, force: bool, protect: Iterable[Path] = ()) -> None:
+    """Refuse a destination that is a file, non-empty without ``force``, or holds a protected path."""
+    out_dir = Path(out_dir)
+    target = out_dir.resolve()
+    for path in protect:
+        resolved = Path(path).resolve()
+        if resolved == target or target in resolved.parents:
+            raise CimsplitError(
+                f"output directory {out_dir} contains the input {path}; it would be deleted",
+                hint="choose another -o DIR",
+            )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CimsplitError(f"output path {out_dir} exists and is not a directory", hint="choose another -o DIR")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
+        raise CimsplitError(f"output directory {out_dir} exists and is not empty", hint="pass --force to replace it")
+
+
+def write_directory_atomically(
+    out_dir: Path,
+    write: Callable[[Path], None],
+    force: bool = False,
+    protect: Iterable[Path] = (),
+) -> Path:
+    """Call ``write(tmp_dir)`` on a fresh sibling folder, then move it to ``out_dir``.
+
+    With ``force`` an existing ``out_dir`` is replaced only after the new one is
+    complete: it is renamed aside, the new folder renamed in, then the old one
+    deleted.  Returns ``out_dir``.
+    """
+    out_dir = Path(out_dir)
+    protect = list(protect)
+    check_destination(out_dir, force, protect)
+    parent = out_dir.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a plain mkdir would not
+        check_destination(out_dir, force, protect)  # it may have changed while we wrote
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
+            os.rmdir(old)
+            os.rename(out_dir, old)
+            try:
+                os.rename(tmp, out_dir)
+            except BaseException:
+                os.rename(old, out_dir)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("wrote %s", out_dir)
+    return out_dir

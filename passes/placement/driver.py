@@ -1,0 +1,284 @@
+"""The partitioning pass driver: baselines, one ILP solve, validation, fallbacks.
+
+``partition`` never returns a schedule worse than the best baseline, and never
+an unvalidated one: every result is re-timed by the independent simulator.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+from cimsplit.errors import CimsplitError
+from cimsplit.passes.placement import dag
+from cimsplit.passes.placement.solvers.backend import (
+    BACKENDS,
+    STATUS_INFEASIBLE,
+    BackendMissing,
+    BackendOutcome,
+    BackendUnavailable,
+    SolveOptions,
+    get_backend,
+)
+from cimsplit.passes.placement.baselines import all_baselines
+from cimsplit.passes.placement.heuristics import best_heuristic
+from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
+from cimsplit.passes.placement.validate import InternalError, validate
+
+__all__ = ["BRANCHY_PAIRS_PER_OPERATOR", "MILP_SOLVERS", "SOLVER_CHOICES", "auto_candidates", "heuristic_budget_s",
+           "place", "problem_from_costs"]
+
+log = logging.getLogger(__name__)
+
+MILP_SOLVERS = ("gurobi", "highs")
+"""Backends that solve :class:`MilpModel`; others (cpsat) build their own model."""
+SOLVER_CHOICES = ("auto", *BACKENDS)
+
+BRANCHY_PAIRS_PER_OPERATOR = 1.0
+"""``--solver auto`` picks CP-SAT when incomparable pairs / operators reaches this.
+
+Incomparable pairs (eq. 10; every operator can run on the host, so every such
+pair may need serializing) are what the MILP pays for: one binary o_uv and two
+big-M rows each, whose LP relaxation is weak.  CP-SAT handles them with one
+no-overlap constraint.  Measured on the zoo (int8, bench/table1_scale.py):
+ResNet-18 0.15 pairs per operator (6 / 40), ResNet-50 0.13 (12 / 89),
+MobileNetV2 0 (65 operators, no branch holds an operator) -- linear graphs,
+which Gurobi solves instantly; YOLOv5n 7.2 (883 / 122) and the random
+detector DAGs 7-8 and Inception DAGs 2.5, on which HiGHS finds no solution in
+30 s while CP-SAT proves YOLOv5n optimal in < 0.4 s.  1 per operator (as many
+order variables as placement variables) sits far from both groups."""
+
+
+def problem_from_costs(workload, costs) -> PlacementProblem:
+    """The plain cost tables of a costed workload (operators in workload order; budget = C).
+
+    ``workload`` is a :class:`cimsplit.compiler.workload.Workload`, ``costs`` a
+    :class:`cimsplit.compiler.costs.Costs`.  Several tensors on one edge add up.
+    """
+    names = tuple(op.name for op in workload.operators)
+    index = {name: i for i, name in enumerate(names)}
+    by_name = {c.name: c for c in costs.operators}
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise CimsplitError(f"no cost for operator {missing[0]!r}", hint="costs were built for another workload")
+    op_costs = [by_name[name] for name in names]
+    edge_time: dict[tuple[int, int], float] = {}
+    for edge in costs.edges:
+        u, v = index[edge.src], index[edge.dst]
+        edge_time[(u, v)] = edge_time.get((u, v), 0.0) + edge.t_transfer_ns
+    for edge in workload.edges:  # an edge the cost model left out still orders its operators
+        edge_time.setdefault((index[edge.src], index[edge.dst]), 0.0)
+    t_in = [0.0] * len(names)
+    t_out = [0.0] * len(names)
+    writes = [op.graph_output_elements > 0 for op in workload.operators]
+    for io in costs.io_transfers:
+        v = index[io.operator]
+        if io.direction == "in":
+            t_in[v] += io.t_transfer_ns
+        else:
+            t_out[v] += io.t_transfer_ns
+            writes[v] = True
+    return PlacementProblem(
+        names=names,
+        t_host_ns=tuple(float(c.t_host_ns) for c in op_costs),
+        t_cim_ns=tuple(None if c.t_cim_ns is None else float(c.t_cim_ns) for c in op_costs),
+        crossbars=tuple(int(c.crossbars or 0) for c in op_costs),
+        edges=tuple((u, v, t) for (u, v), t in sorted(edge_time.items())),
+        budget=int(costs.hardware.crossbars),
+        t_in_ns=tuple(t_in),
+        t_out_ns=tuple(t_out),
+        writes_output=tuple(writes),
+    )
+
+
+def _check_arguments(problem: PlacementProblem, solver: str, time_limit_s: float, mip_gap: float | None) -> None:
+    if solver not in SOLVER_CHOICES:
+        raise CimsplitError(f"unknown solver {solver!r}", hint=f"choose one of {', '.join(SOLVER_CHOICES)}")
+    if not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise CimsplitError(f"the time limit must be a positive number of seconds, got {time_limit_s!r}")
+    if mip_gap is not None and not (math.isfinite(mip_gap) and 0 <= mip_gap < 1):
+        raise CimsplitError(f"the MIP gap must be in [0, 1), got {mip_gap!r}")
+    if problem.budget < 0:
+        raise CimsplitError(f"the crossbar budget must be zero or more, got {problem.budget}")
+    for v in range(problem.n):
+        values = [problem.t_host_ns[v], problem.t_in_ns[v], problem.t_out_ns[v]]
+        if problem.t_cim_ns[v] is not None:
+            values.append(problem.t_cim_ns[v])  # type: ignore[arg-type]
+        if any(not math.isfinite(t) or t < 0 for t in values) or problem.crossbars[v] < 0:
+            raise CimsplitError(f"operator {problem.names[v]!r} has a negative or non-finite cost")
+    if any(not math.isfinite(t) or t < 0 for _, _, t in problem.edges):
+        raise CimsplitError("an edge has a negative or non-finite transfer time")
+
+
+def _gap(objective_ns: float, bound_ns: float) -> float:
+    """Relative MIP gap (z_inc - z_bound) / |z_inc| (section II-B)."""
+    if objective_ns <= 0:
+        return 0.0
+    return max(0.0, (objective_ns - bound_ns) / objective_ns)
+
+
+def auto_candidates(problem: PlacementProblem) -> tuple[list[str], str]:
+    """``--solver auto``'s back ends to try in order, and why (the start of the reason line).
+
+    Branchy graph (incomparable pairs >= :data:`BRANCHY_PAIRS_PER_OPERATOR` x operators):
+    CP-SAT.  Otherwise Gurobi (DESIGN §4: first choice) when it imports, is licensed
+    and the model fits its licence -- the driver learns the last two by trying --
+    else HiGHS.  CP-SAT missing falls through to the MILP order.
+    """
+    pairs = len(dag.incomparable_pairs(problem))
+    shape = f"{pairs} incomparable operator pairs for {problem.n} operators"
+    if problem.n and pairs >= BRANCHY_PAIRS_PER_OPERATOR * problem.n:
+        return ["cpsat", "gurobi", "highs"], f"branchy graph ({shape}, >= {BRANCHY_PAIRS_PER_OPERATOR:g} per operator)"
+    return ["gurobi", "highs"], f"nearly linear graph ({shape}, < {BRANCHY_PAIRS_PER_OPERATOR:g} per operator)"
+
+
+def heuristic_budget_s(problem: PlacementProblem, time_limit_s: float) -> float:
+    """The warm-start heuristic's budget: min(1 s, 5 % of the limit, 4 ms per operator).
+
+    The per-operator cap keeps small graphs fast: the local search otherwise
+    spends its whole work budget kicking a 3-operator chain (0.6 s).  YOLOv5n
+    (122 operators) gets 0.49 s of work, about 0.25 s of wall time; at 2 ms per
+    operator its schedule at 25 crossbars, 1000 ns was 2.0 % above the optimum,
+    at 4 ms 0.26 %.
+    """
+    return min(1.0, 0.05 * time_limit_s, 0.004 * problem.n)
+
+
+def _described(name: str) -> str:
+    return "heuristic schedule" if name == "heuristic" else f"best baseline ({name})"
+
+
+def place(
+    problem: PlacementProblem,
+    *,
+    solver: str = "auto",
+    time_limit_s: float = 60.0,
+    mip_gap: float | None = None,
+    plain: bool = False,
+    verbose: bool = False,
+    threads: int | None = None,
+    warm_start: bool = True,
+) -> PlacementResult:
+    """Place every operator on the host or the CIM with minimal makespan (section IV-B).
+
+    ``solver``: ``auto`` (see :func:`auto_candidates`: CP-SAT on branchy graphs,
+    else Gurobi when it imports, is licensed and the model fits the licence, else
+    HiGHS), ``gurobi``, ``highs`` or ``cpsat``.  ``plain``
+    solves the paper's formulation as written (no cuts or tightenings).
+    The result's schedule is validated, and never worse than the best baseline.
+    ``warm_start=False`` solves cold (no baseline handed to the solver, no
+    baseline upper bound in the model): to measure the solver on its own.
+
+    Warm start (``warm_start and not plain``): the better (by makespan) of the best
+    baseline and :func:`best_heuristic` run for :func:`heuristic_budget_s`;
+    its makespan is the MILP's ``T <= UB`` and it is every back end's starting
+    incumbent or hint.  With ``plain`` the solver gets the best baseline as start
+    only (the model has no UB).  The heuristic's time counts against the time
+    limit and is included in ``SolverStats.time_s``.
+    """
+    _check_arguments(problem, solver, time_limit_s, mip_gap)
+    baselines = all_baselines(problem)
+    for name, schedule in baselines.items():
+        validate(problem, schedule.on_host, host_order=None, start_ns=schedule.start_ns,
+                 objective_ns=schedule.makespan_ns, source=f"baseline {name}")
+    best_name = min(baselines, key=lambda k: (baselines[k].makespan_ns, list(baselines).index(k)))
+    best = baselines[best_name]
+    warnings: list[str] = []
+
+    if problem.n == 0:
+        stats = SolverStats("none", "optimal", 0.0, 0.0, 0.0, 0.0, 0, 0, 0, reason="empty workload: nothing to solve")
+        return PlacementResult(problem, best, stats, baselines, ())
+
+    heuristic_s = 0.0
+    start, start_name = best, best_name
+    if warm_start and not plain:
+        begin = time.perf_counter()
+        found = best_heuristic(problem, heuristic_budget_s(problem, time_limit_s), seed=0)
+        heuristic_s = time.perf_counter() - begin
+        found = validate(problem, found.on_host, host_order=None, start_ns=found.start_ns,
+                         objective_ns=found.makespan_ns, source="heuristic")
+        if found.makespan_ns < best.makespan_ns:
+            start, start_name = found, "heuristic"
+    # The heuristic's clock guard is 3x its budget (<= 15 % of the limit): the solver keeps most of it.
+    options = SolveOptions(time_limit_s=max(float(time_limit_s) - heuristic_s, 0.5 * time_limit_s), mip_gap=mip_gap,
+                           verbose=verbose, threads=threads, plain=plain)
+    # A named solver that cannot run for licence reasons degrades to HiGHS (DESIGN §9);
+    # a named solver whose package is missing is an error.
+    if solver == "auto":
+        candidates, shape = auto_candidates(problem)
+    else:
+        candidates, shape = list(dict.fromkeys([solver, "highs"])), ""
+    formulation: MilpModel | None = None
+    reasons: list[str] = []
+    outcome: BackendOutcome | None = None
+    for name in candidates:
+        try:
+            backend = get_backend(name)
+            if name in MILP_SOLVERS and formulation is None:
+                upper_ns = start.makespan_ns if warm_start and not plain else None
+                formulation = build_milp(problem, plain=plain, upper_bound_ns=upper_ns)
+            outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, options,
+                                    start if warm_start else None)
+        except BackendUnavailable as exc:
+            if name == candidates[-1] or (solver != "auto" and isinstance(exc, BackendMissing)):
+                raise
+            reasons.append(f"{name} skipped: {exc.message}")
+            log.info("solver %s unavailable: %s", name, exc.message)
+            if solver != "auto":
+                warnings.append(f"--solver {solver} could not run ({exc.message}); solved with HiGHS instead")
+            continue
+        break
+    assert outcome is not None
+    if solver == "auto":
+        why = [shape, *reasons]
+        if outcome.solver == "gurobi":
+            why.append("gurobipy is installed, licensed and the model fits its licence")
+        reason = f"auto chose {outcome.solver}: {'; '.join(why)}"
+    elif reasons:
+        reason = f"requested {solver}, ran {outcome.solver}: {'; '.join(reasons)}"
+    else:
+        reason = f"requested with --solver {solver}"
+    if outcome.detail:
+        reason += f"; {outcome.detail}"
+    log.info("%s", reason)
+
+    if outcome.status == STATUS_INFEASIBLE:
+        raise InternalError(f"{outcome.solver} reports the model infeasible, but CPU-only is a feasible schedule")
+    # The solver's proven bound is a true lower bound also when the model carries T <= UB:
+    # the optimum is <= UB, so the restricted model has the same optimum.
+    bound_ns = min(outcome.bound_ns, start.makespan_ns) if outcome.bound_ns > 0 else 0.0
+    schedule: Schedule
+    if outcome.has_solution:
+        schedule = validate(problem, outcome.on_host, start_ns=outcome.start_ns,  # type: ignore[arg-type]
+                            host_order=outcome.host_order, objective_ns=outcome.objective_ns, source=outcome.solver)
+        if schedule.makespan_ns > start.makespan_ns * (1 + 1e-9):
+            warnings.append(
+                f"{outcome.solver} stopped ({outcome.status}) with a schedule of {schedule.makespan_ns:.0f} ns, "
+                f"worse than the {_described(start_name)} ({start.makespan_ns:.0f} ns): returning that instead"
+            )
+            schedule = start
+    else:
+        warnings.append(
+            f"{outcome.solver} found no solution ({outcome.status}) within {time_limit_s:g} s: "
+            f"returning the {_described(start_name)}"
+        )
+        schedule = start
+    bound_ns = min(bound_ns, schedule.makespan_ns)
+    stats = SolverStats(
+        name=outcome.solver,
+        status=outcome.status,
+        objective_ns=schedule.makespan_ns,
+        bound_ns=bound_ns,
+        gap=_gap(schedule.makespan_ns, bound_ns),
+        time_s=outcome.time_s + heuristic_s,
+        n_operators=problem.n,
+        n_variables=outcome.n_variables,
+        n_constraints=outcome.n_constraints,
+        reason=reason,
+    )
+    for text in warnings:
+        log.info("%s", text)  # returned in result.warnings; the CLI prints them
+    return PlacementResult(problem, schedule, stats, baselines, tuple(warnings))

@@ -1,0 +1,49 @@
+"""The partitioning problem as plain cost tables: no ONNX objects inside.
+
+Operators are indexed 0..n-1 in a topological order.  ``t_cim_ns[v] is None``
+means v is not CIM-capable (x_v = 1, eq. 5).  ``t_in_ns[v]`` / ``t_out_ns[v]``
+are the graph input / output transfers v pays when placed on the CIM (DESIGN §3;
+all zero under ``--paper-exact``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PlacementProblem:
+    names: tuple[str, ...]
+    t_host_ns: tuple[float, ...]
+    t_cim_ns: tuple[float | None, ...]
+    crossbars: tuple[int, ...]
+    edges: tuple[tuple[int, int, float], ...]
+    """(u, v, T_transfer,(u,v) in ns), u before v in the topological order."""
+    budget: int
+    """Crossbar budget C (eq. 14)."""
+    t_in_ns: tuple[float, ...] = ()
+    t_out_ns: tuple[float, ...] = ()
+    writes_output: tuple[bool, ...] = ()
+    """True where the operator writes a graph output (its finish bounds the makespan)."""
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if not self.t_in_ns:
+            object.__setattr__(self, "t_in_ns", (0.0,) * n)
+        if not self.t_out_ns:
+            object.__setattr__(self, "t_out_ns", (0.0,) * n)
+        if not self.writes_output:
+            object.__setattr__(self, "writes_output", (False,) * n)
+        for table in (self.t_host_ns, self.t_cim_ns, self.crossbars, self.t_in_ns, self.t_out_ns, self.writes_output):
+            if len(table) != n:
+                raise ValueError("every per-operator table must have one entry per operator")
+        for u, v, _ in self.edges:
+            if not 0 <= u < v < n:
+                raise ValueError(f"edge ({u}, {v}) is not forward in the topological order")
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    def capable(self, v: int) -> bool:
+        return self.t_cim_ns[v] is not None

@@ -1,0 +1,55 @@
+"""What the partitioning pass returns: a validated schedule plus solver statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cimsplit.passes.placement.problem import PlacementProblem
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A placement and its timing. ``on_host[v]`` is x_v of the paper."""
+
+    on_host: tuple[bool, ...]
+    start_ns: tuple[float, ...]
+    finish_ns: tuple[float, ...]
+    makespan_ns: float
+
+
+@dataclass(frozen=True)
+class SolverStats:
+    """The columns of the paper's Table I, plus why this solver ran."""
+
+    name: str
+    status: str
+    objective_ns: float
+    bound_ns: float
+    gap: float
+    time_s: float
+    n_operators: int
+    n_variables: int
+    n_constraints: int
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    problem: PlacementProblem
+    schedule: Schedule
+    """The validated (re-timed) schedule of the best solution found."""
+    solver: SolverStats
+    baselines: dict[str, Schedule] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def cpu_only_ns(self) -> float:
+        return sum(self.problem.t_host_ns)
+
+    @property
+    def speedup(self) -> float:
+        return self.cpu_only_ns / self.schedule.makespan_ns if self.schedule.makespan_ns > 0 else 1.0
+
+    @property
+    def crossbars_used(self) -> int:
+        return sum(c for c, h in zip(self.problem.crossbars, self.schedule.on_host) if not h)

@@ -1,0 +1,1 @@
+"""OR-Tools CP-SAT: the whole-graph model, its cuts, the staged solve and the bottleneck segments."""

@@ -1,0 +1,374 @@
+"""Bottleneck decomposition: the partitioning problem solved segment by segment, exactly.
+
+A *bottleneck* is an operator comparable to every other one: each other
+operator is its ancestor or its descendant.  Detectors and CNNs have many
+(every backbone stage's last operator, the concats the skip connections meet
+at).  In every schedule each ancestor of a bottleneck b finishes before b
+starts and each descendant starts after b finishes, so the host work between
+two consecutive bottlenecks b_i, b_i+1 (the *segment* of operators that are
+descendants of b_i and ancestors of b_i+1) runs in [f_b_i, s_b_i+1] and
+nowhere else.  With a virtual ``<start>`` before every operator and ``<end>``
+after every one (host-only, zero time; graph inputs and outputs become edges
+from ``<start>`` and to ``<end>`` carrying their transfer times) the makespan is
+
+    T = sum_i (s_b_i+1 - f_b_i) + sum_b duration(b)
+
+and s_b_i+1 - f_b_i >= F_i(device(b_i), device(b_i+1), crossbars used in
+segment i), where F_i is the optimum of the segment alone between its two
+bottlenecks (a :class:`PlacementProblem` of its own): restricted to one
+segment, any schedule is a feasible segment schedule.  So
+
+    T* >= min over devices of the bottlenecks and crossbars per segment with
+          sum <= C of sum_i F_i + sum_b duration(b)            (exact DP)
+
+Equality holds when every *skip edge* (an edge that jumps over a bottleneck,
+like a backbone feature going to the neck) is implied: it joins two host-only
+operators (nothing crosses the bus) or its transfer time is at most the total
+minimal duration of the bottlenecks it jumps over, because in a concatenation
+of segment schedules those run between its two ends.  Then the
+concatenation of optimal segment schedules is an optimal schedule.  Otherwise
+the DP value is still a lower bound, and the concatenation is re-timed with
+every edge by :func:`simulate` (an upper bound).
+
+F_i(b) is the shortest span with at most b crossbars on the CIM.  It is
+computed lazily by CP-SAT, from solves per segment and bottleneck devices at
+the segment's full budget, at none and at the warm start's share: the DP over
+lower bounds picks a
+crossbar allocation; every segment on it whose bound is not yet tight at that
+allocation is solved (to optimality if time allows) with its crossbar budget
+set to the allocation, and the DP runs again.  A solve at budget L with
+proven bound lb and a solution using u crossbars of span s tells F_i(b) >= lb
+for b <= L (F_i does not increase with b) and F_i(b) <= s for b >= u.  The
+loop ends when the DP's bound meets the best concatenated schedule within the
+gap, or at the deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from cimsplit.passes.placement import dag
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import Schedule
+from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+
+__all__ = ["Segments", "SegmentsRun", "solve_by_segments", "split_at_bottlenecks"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The bottleneck chain of a problem (indices of :attr:`augmented`: 0 = ``<start>``, n+1 = ``<end>``)."""
+
+    augmented: PlacementProblem
+    bottlenecks: tuple[int, ...]
+    """In topological order, from ``<start>`` to ``<end>``."""
+    members: tuple[tuple[int, ...], ...]
+    """``members[i]``: the operators between ``bottlenecks[i]`` and ``bottlenecks[i + 1]``."""
+    exact: bool
+    """Every skip edge is implied: the DP optimum is the problem's optimum."""
+
+    @property
+    def largest(self) -> int:
+        """Operators in the largest segment."""
+        return max((len(m) for m in self.members), default=0)
+
+
+def augment(problem: PlacementProblem) -> PlacementProblem:
+    """The problem with a host-only, zero-time ``<start>`` (index 0) and ``<end>`` (n + 1).
+
+    Graph inputs become edges ``<start> -> v`` carrying ``t_in`` (paid iff v is on
+    the CIM, as ``s_v >= t_in·(1 - x_v)``), graph outputs edges ``v -> <end>``
+    carrying ``t_out``; every source and sink is linked too, so the makespan is
+    the start of ``<end>``.  Same optimum, same schedules (shifted by one index).
+    """
+    n = problem.n
+    has_pred = {v for _, v, _ in problem.edges}
+    sinks = set(dag.sinks(problem))
+    edges = [(u + 1, v + 1, t) for u, v, t in problem.edges]
+    for v in range(n):
+        if v not in has_pred or (problem.capable(v) and problem.t_in_ns[v] > 0):
+            edges.append((0, v + 1, problem.t_in_ns[v] if problem.capable(v) else 0.0))
+        writes = problem.capable(v) and problem.writes_output[v] and problem.t_out_ns[v] > 0
+        if v in sinks or writes:
+            edges.append((v + 1, n + 1, problem.t_out_ns[v] if writes else 0.0))
+    return PlacementProblem(
+        names=("<start>", *problem.names, "<end>"), t_host_ns=(0.0, *problem.t_host_ns, 0.0),
+        t_cim_ns=(None, *problem.t_cim_ns, None), crossbars=(0, *problem.crossbars, 0),
+        edges=tuple(sorted(edges)), budget=problem.budget)
+
+
+def split_at_bottlenecks(problem: PlacementProblem) -> Segments:
+    """Bottlenecks, segments and whether the decomposition is exact (see the module docstring)."""
+    aug = augment(problem)
+    anc, desc = dag.ancestors(aug), dag.descendants(aug)
+    everything = (1 << aug.n) - 1
+    chain = [v for v in range(aug.n) if anc[v] | desc[v] | (1 << v) == everything]
+    members = tuple(tuple(w for w in range(aug.n) if (desc[a] & anc[b]) >> w & 1) for a, b in itertools.pairwise(chain))
+    # Position of every operator on the chain: 2i for bottleneck i, 2i + 1 inside segment i.
+    where = {b: 2 * i for i, b in enumerate(chain)}
+    where.update({w: 2 * i + 1 for i, seg in enumerate(members) for w in seg})
+    shortest = [dag.min_duration_ns(aug, b) for b in chain]
+    exact = True
+    for u, v, t in aug.edges:
+        jumped = range(where[u] // 2 + 1, (where[v] + 1) // 2)  # bottlenecks strictly between u and v
+        paid = aug.capable(u) or aug.capable(v)  # between two host-only operators nothing crosses
+        if t > 0 and paid and len(jumped) and sum(shortest[i] for i in jumped) < t:
+            exact = False
+    return Segments(aug, tuple(chain), members, exact)
+
+
+@dataclass(frozen=True)
+class _Solve:
+    """One CP-SAT solve of a segment at crossbar budget ``limit``."""
+
+    limit: int
+    used: int
+    span_ns: float
+    bound_ns: float
+    on_host: dict[int, bool]
+    """Device of every segment operator (augmented indices)."""
+    host_order: tuple[int, ...]
+    finished: bool
+    """CP-SAT proved its optimum (the bound may still sit below the span by rounding)."""
+    seconds: float
+    """The time limit it was given."""
+
+
+def _segment_problem(seg: Segments, i: int, entry_host: bool, exit_host: bool, budget: int
+                     ) -> tuple[PlacementProblem, list[int]]:
+    """Segment i between its bottlenecks, with their devices fixed; and the local -> augmented index map.
+
+    A bottleneck on the host is a host-only operator of zero time; on the CIM, a
+    CIM-capable one of zero CIM time and zero crossbars whose host time exceeds
+    any schedule without it on the host (so no optimum puts it there).  The
+    bottlenecks' own times are added by the DP.  The makespan is the exit's start.
+    """
+    aug = seg.augmented
+    a, b = seg.bottlenecks[i], seg.bottlenecks[i + 1]
+    index = [a, *seg.members[i], b]
+    local = {v: k for k, v in enumerate(index)}
+    edges = tuple((local[u], local[v], t) for u, v, t in aug.edges if u in local and v in local)
+    inner = seg.members[i]
+    horizon = sum(max(aug.t_host_ns[v], aug.t_cim_ns[v] or 0.0) for v in inner) + sum(t for _, _, t in edges)
+    never = 2.0 ** math.ceil(math.log2(horizon + 2.0))  # a power of two keeps binary-exact time units exact
+
+    def boundary(on_host: bool) -> tuple[float, float | None]:
+        return (0.0, None) if on_host else (never, 0.0)
+
+    (h0, c0), (h1, c1) = boundary(entry_host), boundary(exit_host)
+    problem = PlacementProblem(
+        names=tuple(aug.names[v] for v in index),
+        t_host_ns=(h0, *(aug.t_host_ns[v] for v in inner), h1),
+        t_cim_ns=(c0, *(aug.t_cim_ns[v] for v in inner), c1),
+        crossbars=(0, *(aug.crossbars[v] for v in inner), 0), edges=edges, budget=budget)
+    return problem, index
+
+
+@dataclass
+class _Front:
+    """What the solves of one (segment, entry device, exit device) say about F(b)."""
+
+    solves: list[_Solve] = field(default_factory=list)
+
+    def finished(self, b: int) -> bool:
+        """Whether a solve at budget b ran to the end (nothing more to learn there)."""
+        return any(s.finished for s in self.solves if s.limit == b)
+
+    def longest_try(self, b: int) -> float:
+        """The largest time limit a solve at budget b was given (0 if none)."""
+        return max((s.seconds for s in self.solves if s.limit == b), default=0.0)
+
+    def upper(self, b: int) -> _Solve | None:
+        """The best solve whose solution fits in b crossbars (ties: fewest crossbars, then first found)."""
+        fits = [s for s in self.solves if s.used <= b]
+        return min(fits, key=lambda s: (s.span_ns, s.used)) if fits else None
+
+    def lower(self, b: int) -> float:
+        """Proven F(b) >= this: the best bound of a solve at a budget >= b."""
+        return max((s.bound_ns for s in self.solves if s.limit >= b), default=0.0)
+
+    def upper_points(self) -> list[tuple[int, float]]:
+        """(crossbars used, span) of every solution not beaten by one using no more crossbars."""
+        points, best = [], math.inf
+        for s in sorted(self.solves, key=lambda s: (s.used, s.span_ns)):
+            if s.span_ns < best:
+                points.append((s.used, s.span_ns))
+                best = s.span_ns
+        return points
+
+    def lower_steps(self, cap: int) -> list[tuple[int, float]]:
+        """(b, lower(b)) at the smallest b of every step of the lower bound, b <= cap."""
+        cuts = sorted({0} | {s.limit + 1 for s in self.solves if s.limit < cap})
+        return [(b, self.lower(b)) for b in cuts]
+
+
+@dataclass
+class SegmentsRun:
+    """The outcome of :func:`solve_by_segments`."""
+
+    schedule: Schedule
+    """Best concatenated schedule, re-timed on the original problem."""
+    bound_ns: float
+    """Proven lower bound on the optimal makespan."""
+    solves: int
+    time_s: float
+    segments: Segments
+    incumbents: list[tuple[float, float]] = field(default_factory=list)
+    """(seconds since the start, makespan in ns) of every improving concatenated schedule."""
+
+
+def solve_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, gap: float = 1e-6,
+                      threads: int = 2, seed: int = 0, warm_start: Schedule | None = None) -> SegmentsRun:
+    """Solve ``problem`` by the bottleneck decomposition (module docstring); CP-SAT per segment.
+
+    Segment solves run ``threads`` at a time, one CP-SAT worker each.  Every
+    solve that ends before its time limit is deterministic, so is the result.
+    """
+    from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
+
+    begin = time.perf_counter()
+    deadline = begin + time_limit_s
+    seg = split_at_bottlenecks(problem)
+    aug, chain, budget = seg.augmented, seg.bottlenecks, problem.budget
+    options = [[(True, aug.t_host_ns[b], 0)] + ([(False, aug.t_cim_ns[b], aug.crossbars[b])]
+               if aug.capable(b) and aug.crossbars[b] <= budget else []) for b in chain]
+    caps = [min(budget, sum(aug.crossbars[w] for w in members if aug.capable(w) and aug.crossbars[w] <= budget))
+            for members in seg.members]
+    keys = [(i, h0, h1) for i in range(len(seg.members)) if seg.members[i]
+            for h0, _, _ in options[i] for h1, _, _ in options[i + 1]]
+    fronts = {key: _Front() for key in keys}
+
+    def prepare(key: tuple[int, bool, bool], limit: int, seconds: float):
+        """A segment solve, warm-started from the best known solution that fits (built before any runs)."""
+        i, h0, h1 = key
+        sub, index = _segment_problem(seg, i, h0, h1, limit)
+        known, warm = fronts[key].upper(limit), None
+        if known is not None:
+            on_host = [h0, *(known.on_host[v] for v in index[1:-1]), h1]
+            order = [index.index(v) for v in known.host_order]
+            warm = simulate(sub, on_host, ([0] if h0 else []) + order + ([len(index) - 1] if h1 else []))
+        return key, limit, seconds, sub, index, warm
+
+    def run(job) -> _Solve | None:
+        _, limit, seconds, sub, index, warm = job
+        left = min(seconds, deadline - time.perf_counter())
+        if left < 0.01:
+            return None
+        out = solve_cpsat(sub, time_limit_s=left, mip_gap=gap, seed=seed, threads=1, warm_start=warm,
+                          heuristic_time_s=min(0.2, 0.004 * sub.n))
+        sched = out.schedule
+        assert sched is not None  # all on the host is always a solution
+        inner = range(1, len(index) - 1)
+        return _Solve(limit=limit, used=sum(sub.crossbars[k] for k in inner if not sched.on_host[k]),
+                      span_ns=sched.makespan_ns, bound_ns=out.outcome.bound_ns,
+                      on_host={index[k]: sched.on_host[k] for k in inner},
+                      host_order=tuple(index[k] for k in host_order_by_start(sched) if 0 < k < len(index) - 1),
+                      finished=out.outcome.status in ("optimal", "gap_limit"), seconds=seconds)
+
+    def solve_all(jobs: list) -> None:
+        """Run the jobs ``threads`` at a time and record what each tells about its front."""
+        for (key, *_), result in zip(jobs, pool.map(run, jobs)):
+            if result is not None:
+                fronts[key].solves.append(result)
+
+    def direct(i: int, h0: bool, h1: bool) -> float:
+        """Span of an empty segment: the transfer on the edge between its bottlenecks, if any."""
+        return sum(t for u, v, t in aug.edges if (u, v) == (chain[i], chain[i + 1])) if h0 != h1 else 0.0
+
+    def best(lower: bool) -> tuple[float, list[tuple[bool, int]]]:
+        """DP over the chain: (value, [(device of bottleneck i, crossbars spent in segment i), ...])."""
+        points = {key: front.lower_steps(caps[key[0]]) if lower else front.upper_points()
+                  for key, front in fronts.items()}
+        layers: list[dict[tuple[bool, int], tuple[float, tuple[bool, int], int]]] = [{(True, 0): (0.0, (True, 0), 0)}]
+        for i in range(len(chain) - 1):
+            nxt: dict[tuple[bool, int], tuple[float, tuple[bool, int], int]] = {}
+            for (h0, used), (value, _, _) in sorted(layers[-1].items()):
+                for h1, duration, crossbars in options[i + 1]:
+                    for spent, span in points[(i, h0, h1)] if seg.members[i] else [(0, direct(i, h0, h1))]:
+                        total = used + spent + crossbars
+                        state = (h1, total)
+                        if total <= budget and (state not in nxt or value + span + duration < nxt[state][0]):
+                            nxt[state] = (value + span + duration, (h0, used), spent)
+            layers.append(nxt)
+        if not layers[-1]:
+            return math.inf, []
+        state = min(layers[-1], key=lambda k: (layers[-1][k][0], k[1]))
+        value, path = layers[-1][state][0], []
+        for layer in reversed(layers[1:]):
+            _, previous, spent = layer[state]
+            path.append((previous[0], spent))
+            state = previous
+        return value, path[::-1]
+
+    def assemble(path: list[tuple[bool, int]]) -> Schedule:
+        on_host = [True] * aug.n
+        order = [0]
+        for i, (h0, spent) in enumerate(path):
+            on_host[chain[i]] = h0
+            if seg.members[i]:
+                h1 = path[i + 1][0] if i + 1 < len(path) else True
+                chosen = fronts[(i, h0, h1)].upper(spent)
+                assert chosen is not None
+                for v, h in chosen.on_host.items():
+                    on_host[v] = h
+                order += list(chosen.host_order)
+            if i + 1 < len(chain) and (path[i + 1][0] if i + 1 < len(path) else True):
+                order.append(chain[i + 1])
+        hosts = [v - 1 for v in order if 0 < v < aug.n - 1 and on_host[v]]
+        return simulate(problem, on_host[1:-1], hosts)
+
+    def starts(key: tuple[int, bool, bool]) -> set[int]:
+        """First budgets: full (an optimistic bound), none (every allocation fits) and the warm start's share."""
+        i, h0, h1 = key
+        shares = {caps[i], 0}
+        if warm_start is not None:
+            warm = (True, *warm_start.on_host, True)  # augmented indices
+            if (warm[chain[i]], warm[chain[i + 1]]) == (h0, h1):
+                shares.add(sum(aug.crossbars[w] for w in seg.members[i] if not warm[w]))
+        return shares
+
+    pool = ThreadPoolExecutor(max_workers=max(1, threads))
+    first = min(0.5, 0.05 * time_limit_s)
+    try:
+        solve_all([prepare(key, limit, first) for key in keys for limit in sorted(starts(key), reverse=True)])
+        incumbent = warm_start or simulate(problem, [True] * problem.n)
+        trace: list[tuple[float, float]] = []
+        while True:
+            _, upper_path = best(lower=False)
+            if upper_path:
+                candidate = assemble(upper_path)
+                if candidate.makespan_ns < incumbent.makespan_ns:
+                    incumbent = candidate
+                    trace.append((time.perf_counter() - begin, candidate.makespan_ns))
+            lower_ns, lower_path = best(lower=True)
+            if incumbent.makespan_ns - lower_ns <= gap * incumbent.makespan_ns or time.perf_counter() >= deadline:
+                break
+            # Refine the segments on the bound's allocation whose bound is not tight there.
+            targets = []
+            for i, (h0, spent) in enumerate(lower_path):
+                if not seg.members[i]:
+                    continue
+                key = (i, h0, lower_path[i + 1][0] if i + 1 < len(lower_path) else True)
+                front = fronts[key]
+                top = front.upper(spent)
+                slack = (top.span_ns if top else math.inf) - front.lower(spent)
+                if not front.finished(spent) and slack > 0.1 * gap * incumbent.makespan_ns:
+                    targets.append((-slack, key, spent))
+            if not targets:
+                break  # the bound's allocation is tight everywhere: lower == its own upper
+            solve_all([prepare(key, spent, 2.0 * (fronts[key].longest_try(spent) or first / 2))
+                       for _, key, spent in sorted(targets)])
+    finally:
+        pool.shutdown(wait=True)
+    bound = min(lower_ns, incumbent.makespan_ns)
+    solves = sum(len(front.solves) for front in fronts.values())
+    log.info("segments: %d bottlenecks, largest segment %d operators, %d solves: %.6g ns, bound %.6g ns",
+             len(chain) - 2, seg.largest, solves, incumbent.makespan_ns, bound)
+    return SegmentsRun(incumbent, bound, solves, time.perf_counter() - begin, seg, trace)

@@ -1,0 +1,306 @@
+"""Group same-device nodes into partitions whose graph is acyclic (DESIGN §5).
+
+Putting every CIM node in one partition can form a cycle through the host:
+``cim_a -> host_b -> cim_c`` makes {a, c} both feed and depend on {b}.  The
+rule used here, in two steps:
+
+1. **Segment.**  Walk the nodes in a topological order that stays on the
+   current device while it can: among the ready nodes, take the lowest-index
+   one on the current device; when none is ready, switch to the device of the
+   lowest-index ready node.  A new segment starts at every switch.  Segments
+   are contiguous runs of one topological order, so the segment graph is
+   acyclic by construction.
+2. **Merge.**  Visit the segments in order; merge each later segment of the
+   same device into the earliest group that it can join without a cycle.
+   Merging groups A and B creates a cycle exactly when some path of length
+   two or more joins them (A -> X -> ... -> B, or back), since such a path
+   would enter and leave the merged group; a direct edge A -> B is harmless.
+   The check runs on the group graph after all earlier merges, so the final
+   group graph is acyclic; the visits repeat until no merge is possible, so
+   no two groups of one device are left that could merge without a cycle.
+3. **Weights.**  Nodes that compute from weights only (a leftover
+   ``Constant``, the ``DequantizeLinear`` of a QDQ weight) would be ready at
+   the very start and land in the first segment, far from their use; when all
+   their consumers share their device they sit out steps 1-2 and then join the
+   earliest group that reads them, which keeps the group order topological.
+
+The groups are then ordered topologically (ties by their first node's index)
+and named per device in that order: ``host_0``, ``cim_0``, ``host_1``, ...
+
+Tensors cross devices through transfers: one per tensor and destination
+device.  Graph inputs and outputs live on the host (DESIGN §3), so a CIM
+partition reading a graph input, or writing a graph output, gets a transfer
+too.  Bytes and latency follow the cost model (eq. 4):
+``bytes = elements * element_bytes`` and ``latency_ns = bytes / B_shared * 1e9``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import onnx
+
+from cimsplit.compiler.toposort import stable_topological_order
+from cimsplit.passes.rewrite.graph_utils import elements, node_inputs, value_infos
+
+__all__ = ["PartitionSpec", "TransferSpec", "SplitPlan", "group_nodes", "plan_split", "HOST"]
+
+HOST = "host"
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """One partition: its nodes (in model order) and the activation tensors at its boundary."""
+
+    name: str
+    device: str
+    nodes: tuple[str, ...]
+    inputs: tuple[str, ...]
+    """Activation tensors read from outside, in first-use order (weights excluded)."""
+    outputs: tuple[str, ...]
+    """Tensors written here and read by another partition or the graph's outputs."""
+    initializers: tuple[str, ...]
+    """Initializers (weights) the partition's nodes read."""
+
+
+@dataclass(frozen=True)
+class TransferSpec:
+    """One explicit copy of a tensor from its producer's device to a consumer's device."""
+
+    name: str
+    tensor: str
+    src_device: str
+    dst_device: str
+    bytes: int
+    latency_ns: float
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """Partitions in execution (topological) order and the transfers between them."""
+
+    partitions: tuple[PartitionSpec, ...]
+    transfers: tuple[TransferSpec, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def partition(self, name: str) -> PartitionSpec:
+        for part in self.partitions:
+            if part.name == name:
+                return part
+        raise KeyError(name)
+
+
+def _node_edges(nodes: list[onnx.NodeProto]) -> list[set[int]]:
+    """Successor sets between node indices through activation tensors."""
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    succs: list[set[int]] = [set() for _ in nodes]
+    for v, node in enumerate(nodes):
+        for name in node_inputs(node):
+            u = producer.get(name)
+            if u is not None and u != v:
+                succs[u].add(v)
+    return succs
+
+
+def _segments(devices: list[str], succs: list[set[int]], active: set[int]) -> list[list[int]]:
+    """Step 1: contiguous same-device runs of a device-sticky topological order of the ``active`` nodes."""
+    n = len(devices)
+    indegree = [0] * n
+    for u in active:
+        for v in succs[u]:
+            indegree[v] += 1
+    ready: dict[str, list[int]] = {}
+    for v in sorted(active):
+        if indegree[v] == 0:
+            heapq.heappush(ready.setdefault(devices[v], []), v)
+    segments: list[list[int]] = []
+    current: str | None = None
+    for _ in range(len(active)):
+        if current is None or not ready.get(current):
+            heads = [(heap[0], dev) for dev, heap in ready.items() if heap]
+            if not heads:
+                raise ValueError("the model's graph has a cycle")
+            current = min(heads)[1]
+            segments.append([])
+        v = heapq.heappop(ready[current])
+        segments[-1].append(v)
+        for w in sorted(succs[v]):
+            indegree[w] -= 1
+            if indegree[w] == 0:
+                heapq.heappush(ready.setdefault(devices[w], []), w)
+    return segments
+
+
+def _constant_nodes(nodes: list[onnx.NodeProto], graph_inputs: set[str]) -> set[int]:
+    """Nodes that compute from weights only (Constant, a weight's DequantizeLinear, ...)."""
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    const: set[int] = set()
+    for v, node in enumerate(nodes):
+        reads = node_inputs(node)
+        if all(t not in graph_inputs and (t not in producer or producer[t] in const) for t in reads):
+            const.add(v)
+    return const
+
+
+def _reaches_long(graph: dict[int, set[int]], a: int, b: int) -> bool:
+    """True if a path of length >= 2 leads from group a to group b."""
+    stack = [x for x in graph[a] if x != b]
+    seen = set(stack)
+    while stack:
+        x = stack.pop()
+        for y in graph[x]:
+            if y == b:
+                return True
+            if y not in seen:
+                seen.add(y)
+                stack.append(y)
+    return False
+
+
+def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """Step 1 and 2 of the module rule: (device, node names in model order) per group, in execution order."""
+    nodes = list(model.graph.node)
+    dev = [devices[node.name] for node in nodes]
+    succs = _node_edges(nodes)
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = {i.name for i in model.graph.input if i.name not in initializers}
+    # Weight-only nodes whose consumers all share their device join their first consumer's
+    # group at the end (step 3) instead of the first segment, where they would be ready.
+    deferred = sorted(
+        v for v in _constant_nodes(nodes, graph_inputs)
+        if succs[v] and all(dev[w] == dev[v] for w in succs[v])
+    )
+    segments = _segments(dev, succs, set(range(len(nodes))) - set(deferred))
+
+    group_of = [-1] * len(nodes)  # -1: deferred, placed in step 3
+    for g, seg in enumerate(segments):
+        for v in seg:
+            group_of[v] = g
+    members: dict[int, list[int]] = {g: list(seg) for g, seg in enumerate(segments)}
+    gdev = {g: dev[seg[0]] for g, seg in enumerate(segments)}
+    graph: dict[int, set[int]] = {g: set() for g in members}
+    for u in range(len(nodes)):
+        for v in succs[u]:
+            if group_of[u] >= 0 and group_of[v] >= 0 and group_of[u] != group_of[v]:
+                graph[group_of[u]].add(group_of[v])
+
+    merged = True
+    while merged:  # a merge can turn a blocking path a -> x -> b into an edge a -> b: repeat to a fixpoint
+        merged = False
+        for b in range(len(segments)):
+            for a in sorted(members):
+                if a >= b or b not in members or gdev[a] != gdev[b]:
+                    continue
+                if _reaches_long(graph, a, b) or _reaches_long(graph, b, a):
+                    continue
+                # Merge b into a: a takes b's nodes and edges.
+                for v in members.pop(b):
+                    group_of[v] = a
+                    members[a].append(v)
+                out_b = graph.pop(b)
+                graph[a] |= out_b - {a}
+                for g, out in graph.items():
+                    if b in out:
+                        out.discard(b)
+                        if g != a:
+                            out.add(a)
+                graph[a].discard(a)
+                merged = True
+                break
+
+    # Topological order of groups, ties by their first node index.
+    order = stable_topological_order({g: min(m) for g, m in members.items()}, graph)
+    if order is None:  # pragma: no cover - the merge rule forbids it
+        raise AssertionError("partition graph is cyclic")
+    # Step 3: a deferred node joins the earliest group (in this order) that reads it.  Its
+    # own inputs are weights or deferred nodes placed no later, so every new edge points
+    # forward in the order and the order stays topological.
+    position = {g: k for k, g in enumerate(order)}
+    for v in reversed(deferred):
+        group_of[v] = min((group_of[w] for w in succs[v]), key=position.__getitem__)
+        members[group_of[v]].append(v)
+    return [(gdev[g], [nodes[v].name for v in sorted(members[g])]) for g in order]
+
+
+def plan_split(
+    model: onnx.ModelProto,
+    devices: Mapping[str, str],
+    element_bytes: int,
+    bus_bandwidth_bytes_per_s: float,
+) -> SplitPlan:
+    """Partitions and transfers for ``model`` under the node -> device map ``devices``.
+
+    ``devices`` must name every node (see :func:`cimsplit.passes.rewrite.annotate.complete_placements`).
+    """
+    missing = [n.name for n in model.graph.node if n.name not in devices]
+    if missing:
+        raise ValueError(f"no device for nodes {missing[:5]}")
+    graph = model.graph
+    nodes = {node.name: node for node in graph.node}
+    initializers = {t.name for t in graph.initializer}
+    graph_inputs = tuple(i.name for i in graph.input if i.name not in initializers)
+    graph_outputs = tuple(o.name for o in graph.output)
+    infos = value_infos(model)
+
+    groups = group_nodes(model, devices)
+    counters: dict[str, int] = {}
+    named: list[tuple[str, str, list[str]]] = []
+    for device, members in groups:
+        k = counters.get(device, 0)
+        counters[device] = k + 1
+        named.append((f"{device}_{k}", device, members))
+
+    home: dict[str, str] = {name: HOST for name in graph_inputs}  # tensor -> device that holds it first
+    producer_part: dict[str, str] = {}
+    reads: dict[str, list[str]] = {}  # partition -> tensors read, first-use order
+    for part, device, members in named:
+        produced: set[str] = set()
+        used: list[str] = []
+        for name in members:
+            for t in node_inputs(nodes[name]):
+                if t not in produced and t not in used:
+                    used.append(t)
+            produced.update(o for o in nodes[name].output if o)
+        reads[part] = used
+        for t in produced:
+            home[t] = device
+            producer_part[t] = part
+
+    readers: dict[str, list[str]] = {}
+    for part, _, _ in named:
+        for t in reads[part]:
+            readers.setdefault(t, []).append(part)
+
+    specs: list[PartitionSpec] = []
+    for part, device, members in named:
+        inputs = tuple(t for t in reads[part] if t not in initializers)
+        weights = tuple(t for t in reads[part] if t in initializers)
+        outputs = []
+        for name in members:
+            for t in nodes[name].output:
+                if t and (t in graph_outputs or any(r != part for r in readers.get(t, ()))):
+                    outputs.append(t)
+        specs.append(PartitionSpec(part, device, tuple(members), inputs, tuple(outputs), weights))
+
+    # Transfers: one per (tensor, destination device), ordered by when the tensor appears.
+    part_device = {spec.name: spec.device for spec in specs}
+    wanted: list[tuple[str, str]] = []
+    ordered_tensors = list(graph_inputs) + [t for spec in specs for t in spec.outputs]
+    for t in ordered_tensors:
+        destinations = [part_device[r] for r in readers.get(t, ())]
+        if t in graph_outputs:
+            destinations.append(HOST)
+        for dst in dict.fromkeys(destinations):
+            if dst != home.get(t, HOST) and (t, dst) not in wanted:
+                wanted.append((t, dst))
+    transfers = []
+    for i, (t, dst) in enumerate(wanted):
+        if t not in infos:
+            raise ValueError(f"tensor {t!r} crosses devices but has no value_info (shape inference must know it)")
+        size_bytes = elements(infos[t]) * element_bytes
+        latency_ns = size_bytes / bus_bandwidth_bytes_per_s * 1e9  # eq. 4
+        transfers.append(TransferSpec(f"transfer_{i}", t, home.get(t, HOST), dst, size_bytes, latency_ns))
+    return SplitPlan(tuple(specs), tuple(transfers), graph_inputs, graph_outputs)

@@ -1,0 +1,123 @@
+"""One sweep point as picklable plain data, and the function that solves it.
+
+A :class:`PointTask` carries the point's :class:`PlacementProblem` (cost tables
+only, no ONNX object), so a worker — a local process or a Dask worker on
+another machine — needs nothing but ``cimsplit`` installed: no model file, no
+host profile, no onnxruntime session.  :func:`run_point` never raises: a point
+that fails becomes a row with ``status = "error"`` and the message in
+``error``, and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from cimsplit.errors import CimsplitError
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.sweep.grid import SweepPoint
+
+__all__ = ["COLUMNS", "TIME_COLUMNS", "PointTask", "run_point", "row_from_result", "error_row", "task_fingerprint"]
+
+log = logging.getLogger(__name__)
+
+COLUMNS = (
+    "model", "host", "crossbars", "mvm_latency_ns",
+    "makespan_ns", "cpu_only_ns", "speedup",
+    "ops_on_cim", "ops_on_host", "crossbars_used",
+    "host_busy_ns", "cim_busy_ns", "transfer_ns",
+    "solver", "status", "gap", "time_s", "n_variables", "n_constraints",
+    "error",
+)
+"""The columns of results.csv / results.json, in order."""
+
+TIME_COLUMNS = ("time_s",)
+"""Columns that measure wall time and so differ between otherwise identical runs."""
+
+SOLVER_THREADS = 1
+"""Each point is solved single-threaded: parallelism comes from running points side by
+side, and a fixed thread count keeps the solver's choice among equal optima the same
+in this process, a local pool or on Dask."""
+
+
+@dataclass(frozen=True)
+class PointTask:
+    point: SweepPoint
+    problem: PlacementProblem | None
+    """None when the point cannot be built (then ``error`` says why)."""
+    solver: str = "auto"
+    time_limit_s: float = 60.0
+    mip_gap: float | None = None
+    plain: bool = False
+    error: str | None = None
+    fingerprint: str | None = None
+    """Hash of the problem and solver settings: a journal row is reused only if it matches."""
+
+
+def task_fingerprint(problem: PlacementProblem, solver: str, time_limit_s: float, mip_gap: float | None, plain: bool) -> str:
+    """Everything that determines a point's result, hashed (float reprs are exact)."""
+    text = repr((problem, solver, float(time_limit_s), mip_gap, plain))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def error_row(point: SweepPoint, message: str) -> dict[str, Any]:
+    row: dict[str, Any] = {column: None for column in COLUMNS}
+    row.update(model=point.model, host=point.host, crossbars=point.crossbars, mvm_latency_ns=point.mvm_latency_ns)
+    row.update(status="error", error=message)
+    return row
+
+
+def row_from_result(point: SweepPoint, result: Any) -> dict[str, Any]:
+    """The results row of one solved point (``result`` is a ``PlacementResult``)."""
+    problem: PlacementProblem = result.problem
+    on_host = result.schedule.on_host
+    cim = [v for v in range(problem.n) if not on_host[v]]
+    # Bus time actually paid: boundary edges (eq. 4) plus the graph inputs and
+    # outputs of CIM operators (DESIGN §3; zero under --paper-exact).
+    transfer_ns = sum(t for u, v, t in problem.edges if on_host[u] != on_host[v])
+    transfer_ns += sum(problem.t_in_ns[v] + (problem.t_out_ns[v] if problem.writes_output[v] else 0.0) for v in cim)
+    stats = result.solver
+    return {
+        "model": point.model,
+        "host": point.host,
+        "crossbars": point.crossbars,
+        "mvm_latency_ns": point.mvm_latency_ns,
+        "makespan_ns": float(result.schedule.makespan_ns),
+        "cpu_only_ns": float(result.cpu_only_ns),
+        "speedup": float(result.speedup),
+        "ops_on_cim": len(cim),
+        "ops_on_host": problem.n - len(cim),
+        "crossbars_used": int(result.crossbars_used),
+        "host_busy_ns": float(sum(problem.t_host_ns[v] for v in range(problem.n) if on_host[v])),
+        "cim_busy_ns": float(sum(problem.t_cim_ns[v] for v in cim)),  # type: ignore[misc]
+        "transfer_ns": float(transfer_ns),
+        "solver": stats.name,
+        "status": stats.status,
+        "gap": float(stats.gap) if math.isfinite(stats.gap) else None,  # no bound: no gap
+        "time_s": float(stats.time_s),
+        "n_variables": int(stats.n_variables),
+        "n_constraints": int(stats.n_constraints),
+        "error": None,
+    }
+
+
+def run_point(task: PointTask) -> dict[str, Any]:
+    """Solve one point; never raises (a failure is a row with status ``error``)."""
+    if task.problem is None:
+        return error_row(task.point, task.error or "the point could not be built")
+    try:
+        from cimsplit.passes.placement.driver import place
+
+        result = place(
+            task.problem, solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap, plain=task.plain,
+            threads=SOLVER_THREADS,
+        )
+        return row_from_result(task.point, result)
+    except CimsplitError as exc:
+        return error_row(task.point, exc.one_line())
+    except Exception as exc:  # a bug in one point must not end a long sweep; the row keeps the message
+        log.debug("sweep point %s failed", task.point, exc_info=True)
+        return error_row(task.point, f"{type(exc).__name__}: {exc}")
