@@ -30,6 +30,7 @@ from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
 from cimsplit.models import zoo
 from cimsplit.passes.placement.driver import place, problem_from_costs
+from cimsplit.passes.placement.options import SolveOptions
 from table1 import host_profile  # bench/ is on sys.path when this script runs
 
 REL_TOL = 1e-6
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             for mvm in map(float, args.mvm_latency_ns.split(",")):
                 hardware = load_hardware(args.hw, crossbars=crossbars, mvm_latency_ns=mvm)
                 problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
-                results = {s: place(problem, solver=s, time_limit_s=args.time_limit) for s in solvers}
+                results = {s: place(problem, SolveOptions(solver=s, time_limit_s=args.time_limit)) for s in solvers}
                 label = f"{tag} C={crossbars} mvm={mvm:g}ns"
                 ran = {s: r.solver.name for s, r in results.items()}
                 if any(ran[s] != s for s in solvers):

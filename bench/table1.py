@@ -30,6 +30,7 @@ from cimsplit.compiler.host_profile import HostProfile, profile_model
 from cimsplit.cli.table import format_table
 from cimsplit.models import zoo
 from cimsplit.passes.placement.driver import place, problem_from_costs
+from cimsplit.passes.placement.options import SolveOptions
 
 
 def host_profile(name: str, loaded, profile_dir: Path, runs: int) -> HostProfile:
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         for solver in args.solvers.split(","):
             for plain in (True, False):
                 try:
-                    result = place(problem, solver=solver, time_limit_s=args.time_limit, plain=plain)
+                    result = place(problem, SolveOptions(solver=solver, time_limit_s=args.time_limit, plain=plain))
                 except CimsplitError as exc:
                     rows.append([tag, solver, "plain" if plain else "improved", "-", "-", "-", "-", exc.one_line()[:40],
                                  "-", "-", "-", "-"])

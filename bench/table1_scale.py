@@ -41,7 +41,8 @@ import time
 from pathlib import Path
 
 from cimsplit.errors import CimsplitError
-from cimsplit.passes.placement.solvers.backend import SolveOptions, get_backend
+from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.solvers.backend import get_backend
 from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
 from cimsplit.passes.placement.solvers.cpsat.staged import solve_staged
 from cimsplit.passes.placement.heuristics import best_heuristic

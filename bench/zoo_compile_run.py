@@ -30,6 +30,7 @@ from cimsplit.compiler.host_profile import cached_profile
 from cimsplit.models import zoo
 from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
 from cimsplit.passes.placement.driver import place, problem_from_costs
+from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.emit.report import result_to_json
 from cimsplit.runtime import Session
 
@@ -61,7 +62,7 @@ def main() -> int:
                         loaded = load(model_path, crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols))
                         profile = cached_profile(loaded)
                         costs = build_costs(loaded.workload, hardware, profile)
-                        result = place(problem_from_costs(loaded.workload, costs), time_limit_s=args.time_limit)
+                        result = place(problem_from_costs(loaded.workload, costs), SolveOptions(time_limit_s=args.time_limit))
                         built = build_artifacts(loaded.model, loaded.workload, result, hardware,
                                                 model_path=str(model_path), fingerprint=loaded.fingerprint,
                                                 report=result_to_json(result, loaded.workload, costs, profile=profile))

@@ -75,10 +75,12 @@ def costed_model(args: argparse.Namespace) -> CostedModel:
 def partition_from_args(args: argparse.Namespace, costed: CostedModel) -> PlacementResult:
     """Solve the partitioning problem with the solver flags; warnings go to stderr."""
     from cimsplit.passes.placement.driver import place, problem_from_costs
+    from cimsplit.passes.placement.options import SolveOptions
 
     problem = problem_from_costs(costed.loaded.workload, costed.costs)
-    result = place(problem, solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap,
-                       plain=args.plain, verbose=args.verbose)
+    options = SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
+                           verbose=args.verbose)
+    result = place(problem, options)
     for warning in result.warnings:
         sys.stderr.write(f"warning: {warning}\n")
     return result

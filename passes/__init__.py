@@ -9,13 +9,13 @@ from cimsplit.passes.placement.solvers.backend import (
     BackendMissing,
     BackendOutcome,
     BackendUnavailable,
-    SolveOptions,
     get_backend,
 )
 from cimsplit.passes.placement.baselines import all_baselines, cpu_only, greedy, list_schedule, single_split
 from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
 from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
 from cimsplit.passes.placement.driver import SOLVER_CHOICES, place, problem_from_costs
+from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.emit.report import result_to_json
 from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
@@ -46,7 +46,7 @@ __all__ = [
     "greedy",
     "host_order_by_start",
     "list_schedule",
-    "partition",
+    "place",
     "problem_from_costs",
     "result_to_json",
     "simulate",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from cimsplit.passes.placement.baselines import all_baselines, cpu_only, greedy, single_split
 from cimsplit.passes.placement.driver import SOLVER_CHOICES, place, problem_from_costs
+from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
-from cimsplit.passes.placement.solvers.backend import SolveOptions
 from cimsplit.passes.placement.validate import InternalError, validate
 
 __all__ = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import replace
 
 from cimsplit.errors import CimsplitError
 from cimsplit.passes.placement import dag
@@ -18,11 +19,11 @@ from cimsplit.passes.placement.solvers.backend import (
     BackendMissing,
     BackendOutcome,
     BackendUnavailable,
-    SolveOptions,
     get_backend,
 )
 from cimsplit.passes.placement.baselines import all_baselines
 from cimsplit.passes.placement.heuristics import best_heuristic
+from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
@@ -94,7 +95,8 @@ def problem_from_costs(workload, costs) -> PlacementProblem:
     )
 
 
-def _check_arguments(problem: PlacementProblem, solver: str, time_limit_s: float, mip_gap: float | None) -> None:
+def _check_arguments(problem: PlacementProblem, options: SolveOptions) -> None:
+    solver, time_limit_s, mip_gap = options.solver, options.time_limit_s, options.mip_gap
     if solver not in SOLVER_CHOICES:
         raise CimsplitError(f"unknown solver {solver!r}", hint=f"choose one of {', '.join(SOLVER_CHOICES)}")
     if not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s) and time_limit_s > 0):
@@ -151,25 +153,15 @@ def _described(name: str) -> str:
     return "heuristic schedule" if name == "heuristic" else f"best baseline ({name})"
 
 
-def place(
-    problem: PlacementProblem,
-    *,
-    solver: str = "auto",
-    time_limit_s: float = 60.0,
-    mip_gap: float | None = None,
-    plain: bool = False,
-    verbose: bool = False,
-    threads: int | None = None,
-    warm_start: bool = True,
-) -> PlacementResult:
+def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> PlacementResult:
     """Place every operator on the host or the CIM with minimal makespan (section IV-B).
 
-    ``solver``: ``auto`` (see :func:`auto_candidates`: CP-SAT on branchy graphs,
+    ``options.solver``: ``auto`` (see :func:`auto_candidates`: CP-SAT on branchy graphs,
     else Gurobi when it imports, is licensed and the model fits the licence, else
-    HiGHS), ``gurobi``, ``highs`` or ``cpsat``.  ``plain``
+    HiGHS), ``gurobi``, ``highs`` or ``cpsat``.  ``options.plain``
     solves the paper's formulation as written (no cuts or tightenings).
     The result's schedule is validated, and never worse than the best baseline.
-    ``warm_start=False`` solves cold (no baseline handed to the solver, no
+    ``options.warm_start=False`` solves cold (no baseline handed to the solver, no
     baseline upper bound in the model): to measure the solver on its own.
 
     Warm start (``warm_start and not plain``): the better (by makespan) of the best
@@ -179,7 +171,8 @@ def place(
     only (the model has no UB).  The heuristic's time counts against the time
     limit and is included in ``SolverStats.time_s``.
     """
-    _check_arguments(problem, solver, time_limit_s, mip_gap)
+    _check_arguments(problem, options)
+    solver, time_limit_s, plain, warm_start = options.solver, options.time_limit_s, options.plain, options.warm_start
     baselines = all_baselines(problem)
     for name, schedule in baselines.items():
         validate(problem, schedule.on_host, host_order=None, start_ns=schedule.start_ns,
@@ -203,8 +196,7 @@ def place(
         if found.makespan_ns < best.makespan_ns:
             start, start_name = found, "heuristic"
     # The heuristic's clock guard is 3x its budget (<= 15 % of the limit): the solver keeps most of it.
-    options = SolveOptions(time_limit_s=max(float(time_limit_s) - heuristic_s, 0.5 * time_limit_s), mip_gap=mip_gap,
-                           verbose=verbose, threads=threads, plain=plain)
+    backend_options = replace(options, time_limit_s=max(float(time_limit_s) - heuristic_s, 0.5 * time_limit_s))
     # A named solver that cannot run for licence reasons degrades to HiGHS (DESIGN §9);
     # a named solver whose package is missing is an error.
     if solver == "auto":
@@ -220,7 +212,7 @@ def place(
             if name in MILP_SOLVERS and formulation is None:
                 upper_ns = start.makespan_ns if warm_start and not plain else None
                 formulation = build_milp(problem, plain=plain, upper_bound_ns=upper_ns)
-            outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, options,
+            outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, backend_options,
                                     start if warm_start else None)
         except BackendUnavailable as exc:
             if name == candidates[-1] or (solver != "auto" and isinstance(exc, BackendMissing)):

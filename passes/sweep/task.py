@@ -110,11 +110,11 @@ def run_point(task: PointTask) -> dict[str, Any]:
         return error_row(task.point, task.error or "the point could not be built")
     try:
         from cimsplit.passes.placement.driver import place
+        from cimsplit.passes.placement.options import SolveOptions
 
-        result = place(
-            task.problem, solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap, plain=task.plain,
-            threads=SOLVER_THREADS,
-        )
+        options = SolveOptions(solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap,
+                               plain=task.plain, threads=SOLVER_THREADS)
+        result = place(task.problem, options)
         return row_from_result(task.point, result)
     except CimsplitError as exc:
         return error_row(task.point, exc.one_line())

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cimsplit.errors import CimsplitError
+from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 
@@ -44,8 +45,6 @@ __all__ = [
     "BackendOutcome",
     "BackendMissing",
     "BackendUnavailable",
-    "DEFAULT_MIP_GAP",
-    "SolveOptions",
     "get_backend",
     "STATUS_OPTIMAL",
     "STATUS_TIME_LIMIT",
@@ -64,30 +63,6 @@ STATUS_NO_SOLUTION = "no_solution"
 """Stopped without any feasible solution (time limit or other interruption)."""
 STATUS_INFEASIBLE = "infeasible"
 """The model was proven infeasible (a bug: CPU-only is always feasible)."""
-
-
-DEFAULT_MIP_GAP = 1e-6
-"""Relative gap at which a solve counts as optimal unless ``--mip-gap`` says otherwise.
-
-Solvers default to 1e-4, which would let "optimal" differ from the optimum by 0.01 %."""
-
-
-@dataclass(frozen=True)
-class SolveOptions:
-    time_limit_s: float = 60.0
-    mip_gap: float | None = None
-    """Relative MIP gap to stop at; ``None`` means :data:`DEFAULT_MIP_GAP`."""
-    verbose: bool = False
-    """Show the solver's own log (otherwise quiet)."""
-    threads: int | None = None
-    seed: int = 0
-    plain: bool = False
-    """The paper's formulation as written: no cuts, bounds or hints (MILP backends get it
-    through the built :class:`MilpModel`; CP-SAT builds its own model and reads it here)."""
-
-    @property
-    def effective_mip_gap(self) -> float:
-        return DEFAULT_MIP_GAP if self.mip_gap is None else float(self.mip_gap)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
+from cimsplit.passes.placement.options import DEFAULT_MIP_GAP, SolveOptions
 from cimsplit.passes.placement.solvers.backend import (
-    DEFAULT_MIP_GAP,
     STATUS_GAP_LIMIT,
     STATUS_INFEASIBLE,
     STATUS_NO_SOLUTION,
@@ -23,7 +23,6 @@ from cimsplit.passes.placement.solvers.backend import (
     BackendOutcome,
     BackendMissing,
     BackendUnavailable,
-    SolveOptions,
 )
 from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
 from cimsplit.passes.placement.problem import PlacementProblem

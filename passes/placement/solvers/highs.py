@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from cimsplit.passes.placement.options import DEFAULT_MIP_GAP, SolveOptions
 from cimsplit.passes.placement.solvers.backend import (
     STATUS_GAP_LIMIT,
     STATUS_INFEASIBLE,
@@ -18,9 +19,7 @@ from cimsplit.passes.placement.solvers.backend import (
     STATUS_OPTIMAL,
     STATUS_TIME_LIMIT,
     BackendOutcome,
-    DEFAULT_MIP_GAP,
     BackendUnavailable,
-    SolveOptions,
 )
 from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
 from cimsplit.passes.placement.problem import PlacementProblem

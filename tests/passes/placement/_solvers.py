@@ -6,7 +6,8 @@ import functools
 
 import pytest
 
-from cimsplit.passes.placement.solvers.backend import BackendUnavailable, SolveOptions
+from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.solvers.backend import BackendUnavailable
 from cimsplit.passes.placement.problem import PlacementProblem
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes.placement.solvers.backend import SolveOptions, get_backend
+from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.solvers.backend import get_backend
 from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat, time_unit_ns
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.testing import random_problem

@@ -10,7 +10,7 @@ from cimsplit.compiler.costs import Costs, EdgeCost, IoTransfer, OperatorCost
 from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.workload import Edge, Operator, Workload
-from cimsplit.passes import PlacementProblem, place, problem_from_costs
+from cimsplit.passes import PlacementProblem, SolveOptions, place, problem_from_costs
 from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.solvers.backend import BackendMissing
 from cimsplit.passes.placement.heuristics import best_heuristic
@@ -33,13 +33,13 @@ def no_gurobipy(monkeypatch):
 
 def test_unknown_solver_is_a_user_error():
     with pytest.raises(CimsplitError, match="unknown solver 'cplex'"):
-        place(CHAIN, solver="cplex")
+        place(CHAIN, SolveOptions(solver="cplex"))
 
 
 @pytest.mark.parametrize("limit", [0, -1.0, float("nan"), float("inf")])
 def test_time_limit_must_be_positive_and_finite(limit):
     with pytest.raises(CimsplitError, match="time limit"):
-        place(CHAIN, time_limit_s=limit)
+        place(CHAIN, SolveOptions(time_limit_s=limit))
 
 
 def test_negative_budget_is_a_user_error():
@@ -50,7 +50,7 @@ def test_negative_budget_is_a_user_error():
 
 def test_gurobi_requested_without_gurobipy_names_the_extra(no_gurobipy):
     with pytest.raises(BackendMissing) as info:
-        place(CHAIN, solver="gurobi")
+        place(CHAIN, SolveOptions(solver="gurobi"))
     assert "pip install 'cimsplit[gurobi]'" in info.value.one_line()
 
 
@@ -61,7 +61,7 @@ def _chain(n: int) -> PlacementProblem:
 
 
 def test_auto_without_gurobipy_runs_highs_and_says_why(no_gurobipy):
-    result = place(CHAIN, solver="auto")
+    result = place(CHAIN, SolveOptions(solver="auto"))
     assert result.solver.name == "highs"
     # one line: the graph's shape (a chain: 0 incomparable pairs), then why Gurobi did not run
     assert result.solver.reason.startswith(
@@ -72,7 +72,7 @@ def test_auto_without_gurobipy_runs_highs_and_says_why(no_gurobipy):
 
 
 def test_auto_on_a_chain_runs_gurobi_when_licensed_else_highs():
-    result = place(CHAIN, solver="auto")
+    result = place(CHAIN, SolveOptions(solver="auto"))
     expected = "highs" if gurobi_unavailable_reason() else "gurobi"
     assert result.solver.name == expected
     assert "nearly linear graph" in result.solver.reason
@@ -84,7 +84,7 @@ def test_auto_on_a_branchy_dag_runs_cpsat():
     # 40-operator layered DAG: 332 incomparable pairs, 8.3 per operator >= 1.
     problem = random_problem(40, seed=0, style="layered")
     assert len(dag.incomparable_pairs(problem)) == 332
-    result = place(problem, solver="auto", time_limit_s=20)
+    result = place(problem, SolveOptions(solver="auto", time_limit_s=20))
     assert result.solver.name == "cpsat"
     assert result.solver.reason == ("auto chose cpsat: branchy graph (332 incomparable operator pairs for 40 "
                                     "operators, >= 1 per operator)")
@@ -106,7 +106,7 @@ def test_auto_threshold_is_pairs_per_operator():
 def test_named_solver_runs_that_solver(solver):
     if solver == "gurobi" and gurobi_unavailable_reason():
         pytest.skip(f"Gurobi unavailable: {gurobi_unavailable_reason()}")
-    result = place(random_problem(40, seed=0, style="layered"), solver=solver, time_limit_s=20)
+    result = place(random_problem(40, seed=0, style="layered"), SolveOptions(solver=solver, time_limit_s=20))
     assert result.solver.name == solver
     assert result.solver.reason == f"requested with --solver {solver}"
 
@@ -116,13 +116,13 @@ def test_model_too_large_for_the_gurobi_licence_falls_back_to_highs():
         pytest.skip(f"Gurobi unavailable: {gurobi_unavailable_reason()}")
     # A linear chain (auto's MILP branch); the plain model has x, s, z per operator/edge:
     # 700 + 700 + 699 + 1 (T) = 2,100 variables > the pip licence's 2,000.
-    first = place(_chain(700), solver="auto", time_limit_s=5.0, plain=True)
+    first = place(_chain(700), SolveOptions(solver="auto", time_limit_s=5.0, plain=True))
     if first.solver.name == "gurobi":
         pytest.skip("this Gurobi licence is not size-limited")
     assert first.solver.name == "highs"
     assert "nearly linear graph" in first.solver.reason and "size-limited" in first.solver.reason
     problem = random_problem(120, seed=0, style="detector")  # about 1,300 variables and 2,400 rows
-    named = place(problem, solver="gurobi", time_limit_s=2.0)  # a named solver degrades too, with a warning
+    named = place(problem, SolveOptions(solver="gurobi", time_limit_s=2.0))  # a named solver degrades too, with a warning
     assert named.solver.name == "highs"
     assert any("solved with HiGHS instead" in w for w in named.warnings)
 
@@ -130,7 +130,7 @@ def test_model_too_large_for_the_gurobi_licence_falls_back_to_highs():
 def test_no_incumbent_returns_the_best_baseline_with_a_warning():
     # A cold solve (no warm start) of a branchy 120-operator graph with a microsecond limit finds nothing.
     problem = random_problem(120, seed=0, style="detector")
-    result = place(problem, solver="highs", time_limit_s=1e-6, plain=True, warm_start=False)
+    result = place(problem, SolveOptions(solver="highs", time_limit_s=1e-6, plain=True, warm_start=False))
     best = min(s.makespan_ns for s in result.baselines.values())
     assert result.solver.status == "no_solution"
     assert result.schedule.makespan_ns == best
@@ -142,7 +142,7 @@ def test_no_incumbent_returns_the_best_baseline_with_a_warning():
 def test_result_never_worse_than_any_baseline():
     for seed in range(5):
         problem = random_problem(40, seed=seed, style="layered")
-        result = place(problem, solver="highs", time_limit_s=5)
+        result = place(problem, SolveOptions(solver="highs", time_limit_s=5))
         assert result.schedule.makespan_ns <= min(s.makespan_ns for s in result.baselines.values()) + 1e-6
         assert result.solver.bound_ns <= result.schedule.makespan_ns + 1e-6
 
@@ -181,7 +181,7 @@ def test_problem_from_costs_copies_the_tables():
 
 def test_result_to_json_shape():
     workload, costs = _tiny_workload_and_costs()
-    result = place(problem_from_costs(workload, costs), solver="highs")
+    result = place(problem_from_costs(workload, costs), SolveOptions(solver="highs"))
     doc = result_to_json(result, workload, costs, model_latency_ns=9000.0)
     # both on the CIM: 9.375 + 3221.875 + 12.5 + 500 + 12.5 + 62.98828125 + 0.48828125
     makespan = 9.375 + 3221.875 + 12.5 + 500 + 12.5 + 62.98828125 + 0.48828125
@@ -201,7 +201,7 @@ def test_result_to_json_shape():
 def test_highs_with_changing_thread_counts_in_one_process():
     # HiGHS keeps one thread scheduler per process: a second thread count used to make run() fail.
     for threads in (None, 1, 2, 1):
-        result = place(CHAIN, solver="highs", threads=threads)
+        result = place(CHAIN, SolveOptions(solver="highs", threads=threads))
         assert result.solver.status == "optimal", threads
         assert result.schedule.makespan_ns == pytest.approx(50)
 
@@ -209,8 +209,8 @@ def test_highs_with_changing_thread_counts_in_one_process():
 def test_plain_reaches_cpsat():
     # CP-SAT builds its own model: plain drops the host-load, ancestor/descendant and idle-chain rows.
     problem = random_problem(30, seed=1, style="layered")
-    plain = place(problem, solver="cpsat", plain=True, time_limit_s=20)
-    improved = place(problem, solver="cpsat", plain=False, time_limit_s=20)
+    plain = place(problem, SolveOptions(solver="cpsat", plain=True, time_limit_s=20))
+    improved = place(problem, SolveOptions(solver="cpsat", plain=False, time_limit_s=20))
     assert plain.solver.n_constraints < improved.solver.n_constraints
     assert plain.solver.status == improved.solver.status == "optimal"
     assert plain.schedule.makespan_ns == pytest.approx(improved.schedule.makespan_ns, rel=1e-9)
@@ -220,7 +220,7 @@ def test_heuristic_warm_start_is_never_lost():
     # 50 ms for a branchy 120-operator graph: whatever HiGHS does, the heuristic's schedule
     # (heuristic_budget_s: min(1 s, 5 % of the limit, 4 ms x 120) = 2.5 ms of work, deterministic) is the floor.
     problem = random_problem(120, seed=0, style="detector")
-    result = place(problem, solver="highs", time_limit_s=0.05)
+    result = place(problem, SolveOptions(solver="highs", time_limit_s=0.05))
     floor = min(best_heuristic(problem, 0.05 * 0.05, seed=0).makespan_ns,
                 min(s.makespan_ns for s in result.baselines.values()))
     assert result.schedule.makespan_ns <= floor * (1 + 1e-12)

@@ -24,6 +24,7 @@ from cimsplit.compiler.hardware import load_hardware
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.models import zoo
 from cimsplit.passes.placement.driver import place, problem_from_costs
+from cimsplit.passes.placement.options import SolveOptions
 
 from _solvers import gurobi_unavailable_reason
 
@@ -69,7 +70,7 @@ def grid(tmp_path_factory):
             for mvm in MVM_NS:
                 hardware = load_hardware("x86", crossbars=crossbars, mvm_latency_ns=mvm)
                 problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
-                results = {s: place(problem, solver=s, time_limit_s=30) for s in solvers}
+                results = {s: place(problem, SolveOptions(solver=s, time_limit_s=30)) for s in solvers}
                 rows.append((name, crossbars, mvm, results))
     return rows
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes import PlacementProblem, build_milp, place
+from cimsplit.passes import PlacementProblem, SolveOptions, build_milp, place
 from cimsplit.passes.placement.dag import incomparable_pairs
 
 from _brute import brute_force_optimum
@@ -41,8 +41,8 @@ def chain_merge_example(merged: bool) -> PlacementProblem:
 @pytest.mark.parametrize("solver", solvers())
 @pytest.mark.parametrize("plain", [True, False], ids=["plain", "improved"])
 def test_merging_a_host_chain_is_not_exact(solver, plain):
-    exact = place(chain_merge_example(merged=False), solver=solver, plain=plain)
-    merged = place(chain_merge_example(merged=True), solver=solver, plain=plain)
+    exact = place(chain_merge_example(merged=False), SolveOptions(solver=solver, plain=plain))
+    merged = place(chain_merge_example(merged=True), SolveOptions(solver=solver, plain=plain))
     assert exact.schedule.makespan_ns == pytest.approx(120)
     assert merged.schedule.makespan_ns == pytest.approx(130)
     assert brute_force_optimum(chain_merge_example(merged=False)) == 120
@@ -93,7 +93,7 @@ def test_improved_model_drops_fixed_z_and_adds_cuts():
 
 def test_tight_big_m_keeps_the_optimal_schedule_feasible():
     """The optimal schedule, as a column vector, satisfies every row of the improved model."""
-    result = place(DIAMOND, solver="highs")
+    result = place(DIAMOND, SolveOptions(solver="highs"))
     model = build_milp(DIAMOND, plain=False, upper_bound_ns=result.schedule.makespan_ns)
     from cimsplit.passes import host_order_by_start
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes import PlacementProblem, place
+from cimsplit.passes import PlacementProblem, SolveOptions, place
 
 from _solvers import solvers
 
@@ -26,7 +26,7 @@ CHAIN = dict(t_host=(10, 100, 10), t_cim=(None, 20, None), crossbars=(0, 4, 0), 
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("plain", FORMULATIONS)
 def test_chain_offloads_the_middle_when_it_fits(solver, plain):
-    result = place(problem(**CHAIN, budget=4), solver=solver, plain=plain)
+    result = place(problem(**CHAIN, budget=4), SolveOptions(solver=solver, plain=plain))
     # a on host, 5 ns to the CIM, b 20 ns, 5 ns back, c 10 ns.
     assert result.schedule.makespan_ns == pytest.approx(10 + 5 + 20 + 5 + 10)
     assert result.schedule.on_host == (True, False, True)
@@ -38,7 +38,7 @@ def test_chain_offloads_the_middle_when_it_fits(solver, plain):
 
 @pytest.mark.parametrize("solver", SOLVERS)
 def test_chain_stays_on_host_when_the_budget_is_one_short(solver):
-    result = place(problem(**CHAIN, budget=3), solver=solver)
+    result = place(problem(**CHAIN, budget=3), SolveOptions(solver=solver))
     assert result.schedule.makespan_ns == pytest.approx(10 + 100 + 10)
     assert all(result.schedule.on_host)
 
@@ -63,7 +63,7 @@ DIAMOND = dict(t_host=(10, 50, 50, 10), t_cim=(None, 5, 5, None), crossbars=(0, 
     ],
 )
 def test_diamond(solver, plain, budget, expected):
-    result = place(problem(**DIAMOND, budget=budget), solver=solver, plain=plain)
+    result = place(problem(**DIAMOND, budget=budget), SolveOptions(solver=solver, plain=plain))
     assert result.schedule.makespan_ns == pytest.approx(expected)
     assert result.crossbars_used <= budget
 
@@ -78,7 +78,7 @@ BRANCHES = dict(t_host=(10, 1000, 10, 10, 1000, 10), t_cim=(None, 30, None, None
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("plain", FORMULATIONS)
 def test_independent_branches_interleave_on_the_host(solver, plain):
-    result = place(problem(**BRANCHES, budget=2), solver=solver, plain=plain)
+    result = place(problem(**BRANCHES, budget=2), SolveOptions(solver=solver, plain=plain))
     schedule = result.schedule
     assert schedule.makespan_ns == pytest.approx(60)
     assert schedule.on_host == (True, False, True, True, False, True)
@@ -97,7 +97,7 @@ KNAPSACK = dict(t_host=(100, 60, 60), t_cim=(10, 10, 10), crossbars=(3, 2, 2), e
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("plain", FORMULATIONS)
 def test_budget_forces_a_choice_that_greedy_gets_wrong(solver, plain):
-    result = place(problem(**KNAPSACK, budget=4), solver=solver, plain=plain)
+    result = place(problem(**KNAPSACK, budget=4), SolveOptions(solver=solver, plain=plain))
     assert result.schedule.makespan_ns == pytest.approx(100)
     assert result.schedule.on_host == (True, False, False)
     assert result.baselines["greedy"].makespan_ns == pytest.approx(120)
@@ -109,9 +109,9 @@ def test_graph_io_transfers_count(solver):
     # One capable operator reading the graph input and writing the graph output:
     # host 100; CIM 10 + input transfer 30 + output transfer 70 = 110 > 100, so it stays.
     p = problem((100,), (10,), (1,), (), 1, t_in_ns=(30.0,), t_out_ns=(70.0,), writes_output=(True,))
-    assert place(p, solver=solver).schedule.makespan_ns == pytest.approx(100)
+    assert place(p, SolveOptions(solver=solver)).schedule.makespan_ns == pytest.approx(100)
     # With a 50 ns output transfer, 30 + 10 + 50 = 90 < 100: offloaded.
     p = problem((100,), (10,), (1,), (), 1, t_in_ns=(30.0,), t_out_ns=(50.0,), writes_output=(True,))
-    result = place(p, solver=solver)
+    result = place(p, SolveOptions(solver=solver))
     assert result.schedule.makespan_ns == pytest.approx(90)
     assert result.schedule.on_host == (False,)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cimsplit.passes import PlacementProblem, all_baselines, build_milp, place
+from cimsplit.passes import PlacementProblem, SolveOptions, all_baselines, build_milp, place
 from cimsplit.passes.placement.dag import min_duration_ns, release_ns, tail_ns
 
 from _brute import brute_force_optimum
@@ -37,7 +37,7 @@ def test_lower_bounds_baselines_and_ilp_agree(problem):
     assert sum(problem.t_host_ns[v] for v in range(problem.n) if not problem.capable(v)) <= optimum + 1e-9
     for schedule in all_baselines(problem).values():
         assert schedule.makespan_ns >= optimum - 1e-9
-    result = place(problem, solver="highs", threads=1)
+    result = place(problem, SolveOptions(solver="highs", threads=1))
     assert result.schedule.makespan_ns == pytest.approx(optimum, abs=1e-6)
     assert result.solver.bound_ns <= optimum + 1e-6
 

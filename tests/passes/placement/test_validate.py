@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes import InternalError, PlacementProblem, place, validate
+from cimsplit.passes import InternalError, PlacementProblem, SolveOptions, place, validate
 
 #   a -> b -> c    a, c host-only 10 ns; b host 100 / CIM 20 ns, 4 crossbars; transfers 5 ns.
 CHAIN = PlacementProblem(names=("a", "b", "c"), t_host_ns=(10.0, 100.0, 10.0), t_cim_ns=(None, 20.0, None),
@@ -12,7 +12,7 @@ CHAIN = PlacementProblem(names=("a", "b", "c"), t_host_ns=(10.0, 100.0, 10.0), t
 
 
 def test_a_correct_result_validates_to_its_makespan():
-    result = place(CHAIN, solver="highs")
+    result = place(CHAIN, SolveOptions(solver="highs"))
     schedule = validate(CHAIN, result.schedule.on_host, start_ns=result.schedule.start_ns, objective_ns=50.0)
     assert schedule.makespan_ns == pytest.approx(10 + 5 + 20 + 5 + 10)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cimsplit.passes.placement.solvers.backend import DEFAULT_MIP_GAP
+from cimsplit.passes.placement.options import DEFAULT_MIP_GAP
 from cimsplit.passes.sweep.run import SweepSpec, run_sweep
 from cimsplit.passes.sweep.grid import PAPER_CROSSBARS, PAPER_MVM_LATENCIES_NS
 

@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from cimsplit.passes.placement import dag
+from cimsplit.passes.placement.options import DEFAULT_MIP_GAP, SolveOptions
 from cimsplit.passes.placement.solvers.backend import (
     STATUS_GAP_LIMIT,
     STATUS_NO_SOLUTION,
@@ -74,7 +75,6 @@ from cimsplit.passes.placement.solvers.backend import (
     STATUS_TIME_LIMIT,
     BackendOutcome,
     BackendUnavailable,
-    SolveOptions,
 )
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
@@ -188,7 +188,6 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_ga
         from ortools.sat.python import cp_model
     except ImportError as exc:  # pragma: no cover - ortools is a dependency
         raise BackendUnavailable("OR-Tools is not installed", hint="pip install ortools") from exc
-    from cimsplit.passes.placement.solvers.backend import DEFAULT_MIP_GAP
     from cimsplit.passes.placement.heuristics import best_heuristic
 
     begin = time.perf_counter()

@@ -23,8 +23,8 @@ import dataclasses
 import logging
 import time
 
+from cimsplit.passes.placement.options import DEFAULT_MIP_GAP
 from cimsplit.passes.placement.solvers.backend import (
-    DEFAULT_MIP_GAP,
     STATUS_GAP_LIMIT,
     STATUS_OPTIMAL,
     STATUS_TIME_LIMIT,
