@@ -153,7 +153,7 @@ def _described(name: str) -> str:
     return "heuristic schedule" if name == "heuristic" else f"best baseline ({name})"
 
 
-def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> PlacementResult:
+def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> PlacementResult:  # noqa: B008 (frozen)
     """Place every operator on the host or the CIM with minimal makespan (section IV-B).
 
     ``options.solver``: ``auto`` (see :func:`auto_candidates`: CP-SAT on branchy graphs,
