@@ -70,7 +70,7 @@ def main() -> int:
                         with Session(out) as session:
                             feeds = random_inputs(session.input_specs, 0, {})
                             got = session.run(feeds)
-                            assert session.timeline.makespan_ns == built.plan["makespan_ns"]
+                            assert session.timeline.makespan_ns == built.plan.makespan_ns
                         ref = reference_outputs(str(model_path), feeds, list(got), 1)
                         diffs = compare(got, ref, quantization_steps(str(model_path)))
                         ok = all(row[3] for row in diffs)
@@ -78,8 +78,8 @@ def main() -> int:
                         rows += 1
                         plan = built.plan
                         print(f"{name:<13} {'int8' if int8 else 'fp32':<5} {crossbars:>4} {int(t_mvm):>5} "
-                              f"{len(loaded.workload.operators):>4} {len(plan['partitions']):>5} {len(plan['transfers']):>5} "
-                              f"{plan['makespan_ns'] / 1e6:>8.3f}ms {result.speedup:>6.2f}x "
+                              f"{len(loaded.workload.operators):>4} {len(plan.partitions):>5} {len(plan.transfers):>5} "
+                              f"{plan.makespan_ns / 1e6:>8.3f}ms {result.speedup:>6.2f}x "
                               f"{result.solver.name + '/' + result.solver.status:<16} "
                               f"{max(row[1] for row in diffs):>12.3g} {'ok' if ok else 'FAIL':<5} "
                               f"{time.perf_counter() - start:>5.1f}s", flush=True)

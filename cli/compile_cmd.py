@@ -54,19 +54,19 @@ def run(args: argparse.Namespace) -> int:
     write_artifacts(out_dir, artifacts, force=args.force, protect=(model_path,))
 
     plan = artifacts.plan
-    parts = plan["partitions"]
-    by_device = {d: sum(1 for p in parts if p["device"] == d) for d in ("host", "cim")}
+    parts = plan.partitions
+    by_device = {d: sum(1 for p in parts if p.device == d) for d in ("host", "cim")}
     print(f"compiled {args.model} -> {out_dir}")
     print(f"solver: {result.solver.name} ({result.solver.status}), crossbars used {result.crossbars_used} of {hardware.crossbars}")
     print(f"predicted latency {format_time_ns(result.schedule.makespan_ns)}, CPU-only {format_time_ns(result.cpu_only_ns)}, "
           f"speedup {result.speedup:.2f}x")
-    if plan.get("speedup_vs_ort_all"):
-        print(f"whole model on onnxruntime (all optimizations) {format_time_ns(plan['model_latency_ort_all_ns'])}, "
-              f"speedup {plan['speedup_vs_ort_all']:.2f}x")
+    if plan.speedup_vs_ort_all and plan.model_latency_ort_all_ns is not None:
+        print(f"whole model on onnxruntime (all optimizations) {format_time_ns(plan.model_latency_ort_all_ns)}, "
+              f"speedup {plan.speedup_vs_ort_all:.2f}x")
     print(f"partitions: {len(parts)} ({by_device['host']} host, {by_device['cim']} cim): "
-          + ", ".join(f"{p['name']} ({len(p['nodes'])} nodes)" for p in parts))
-    total_bytes = sum(t["bytes"] for t in plan["transfers"])
-    print(f"transfers: {len(plan['transfers'])}, {total_bytes} bytes, "
-          f"{format_time_ns(sum(t['latency_ns'] for t in plan['transfers']))} on the bus")
-    print("files: annotated.onnx, " + ", ".join(p["file"] for p in parts) + ", partitioned.onnx, plan.json, trace.json")
+          + ", ".join(f"{p.name} ({len(p.nodes)} nodes)" for p in parts))
+    total_bytes = sum(t.bytes for t in plan.transfers)
+    print(f"transfers: {len(plan.transfers)}, {total_bytes} bytes, "
+          f"{format_time_ns(sum(t.latency_ns for t in plan.transfers))} on the bus")
+    print("files: annotated.onnx, " + ", ".join(p.file for p in parts) + ", partitioned.onnx, plan.json, trace.json")
     return 0

@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
 
         plan = session.manifest.plan
         tl = session.timeline
-        print(f"modeled timeline: makespan {_fmt_ns(tl.makespan_ns)} (plan {_fmt_ns(plan['timeline']['makespan_ns'])}), "
+        print(f"modeled timeline: makespan {_fmt_ns(tl.makespan_ns)} (plan {_fmt_ns(plan.timeline.makespan_ns)}), "
               f"host busy {_fmt_ns(tl.busy_ns.get('host', 0.0))}, cim busy {_fmt_ns(tl.busy_ns.get('cim', 0.0))}, "
               f"bus {_fmt_ns(tl.bus_ns)} in {tl.crossings} transfers")
         parts = session.manifest.partitions

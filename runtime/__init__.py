@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cimsplit.runtime.devices import CimDevice, Device, FunctionalCimSimulator, Kernel, OrtCpuDevice
 from cimsplit.runtime.manifest import Manifest, load_manifest
+from cimsplit.runtime.plan import Plan, read_plan
 from cimsplit.runtime.session import Session
 from cimsplit.runtime.timeline import Timeline, replay
 from cimsplit.runtime.transfers import TransferCounter, TransferStats
@@ -17,6 +18,8 @@ __all__ = [
     "FunctionalCimSimulator",
     "Manifest",
     "load_manifest",
+    "Plan",
+    "read_plan",
     "Timeline",
     "replay",
     "TransferCounter",

@@ -1,58 +1,46 @@
-"""Read and check a compile directory's manifest (plan.json) for the runtime."""
+"""Open a compile directory for the runtime: its plan.json (:mod:`cimsplit.runtime.plan`), checked."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cimsplit.errors import CimsplitError
+from cimsplit.runtime.plan import PartitionRecord, Plan, TensorSpec, TransferRecord, read_plan
 
-__all__ = ["Manifest", "PartitionEntry", "TransferEntry", "TensorSpec", "load_manifest"]
-
-SUPPORTED_VERSIONS = (1,)
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    dtype: str
-    shape: tuple[int | str | None, ...]
-
-
-@dataclass(frozen=True)
-class PartitionEntry:
-    name: str
-    device: str
-    path: Path
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class TransferEntry:
-    name: str
-    tensor: str
-    src_device: str
-    dst_device: str
-    bytes: int
-    latency_ns: float
+__all__ = ["Manifest", "load_manifest"]
 
 
 @dataclass(frozen=True)
 class Manifest:
+    """A compile directory and the plan it holds."""
+
     directory: Path
-    plan: dict[str, Any]
-    model_path: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
-    partitions: tuple[PartitionEntry, ...]
-    transfers: tuple[TransferEntry, ...]
+    plan: Plan
 
+    @property
+    def model_path(self) -> str:
+        return self.plan.model.path
 
-def _specs(entries: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
-    return tuple(TensorSpec(e["name"], e["dtype"], tuple(e["shape"])) for e in entries)
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self.plan.model.inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self.plan.model.outputs
+
+    @property
+    def partitions(self) -> tuple[PartitionRecord, ...]:
+        return self.plan.partitions
+
+    @property
+    def transfers(self) -> tuple[TransferRecord, ...]:
+        return self.plan.transfers
+
+    def path(self, part: PartitionRecord) -> Path:
+        """The ONNX file of ``part`` in this directory."""
+        return self.directory / part.file
 
 
 def load_manifest(plan_dir: str | Path) -> Manifest:
@@ -64,30 +52,8 @@ def load_manifest(plan_dir: str | Path) -> Manifest:
     if not plan_path.is_file():
         raise CimsplitError(f"{directory} is not a cimsplit compile directory (no plan.json)",
                             hint="pass the -o DIR of `cimsplit compile`")
-    try:
-        plan = json.loads(plan_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CimsplitError(f"cannot read {plan_path}: {exc}") from exc
-    try:
-        if plan.get("version") not in SUPPORTED_VERSIONS:
-            raise CimsplitError(f"{plan_path} has unsupported version {plan.get('version')!r}",
-                                hint="recompile with this cimsplit")
-        partitions = tuple(
-            PartitionEntry(p["name"], p["device"], directory / p["file"], tuple(p["inputs"]), tuple(p["outputs"]))
-            for p in plan["partitions"]
-        )
-        transfers = tuple(
-            TransferEntry(t["name"], t["tensor"], t["src_device"], t["dst_device"], int(t["bytes"]), float(t["latency_ns"]))
-            for t in plan["transfers"]
-        )
-        manifest = Manifest(
-            directory, plan, plan["model"]["path"], _specs(plan["model"]["inputs"]), _specs(plan["model"]["outputs"]),
-            partitions, transfers,
-        )
-        plan["timeline"]["operators"], plan["timeline"]["edges"]  # noqa: B018 - presence check
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise CimsplitError(f"{plan_path} is not a valid cimsplit plan (missing {exc})", hint="recompile") from exc
-    for part in partitions:
-        if not part.path.is_file():
-            raise CimsplitError(f"partition file {part.path} is missing", hint="recompile")
+    manifest = Manifest(directory, read_plan(plan_path))
+    for part in manifest.partitions:
+        if not manifest.path(part).is_file():
+            raise CimsplitError(f"partition file {manifest.path(part)} is missing", hint="recompile")
     return manifest

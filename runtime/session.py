@@ -20,7 +20,8 @@ import onnx
 
 from cimsplit.errors import CimsplitError
 from cimsplit.runtime.devices import Device, FunctionalCimSimulator, Kernel, OrtCpuDevice
-from cimsplit.runtime.manifest import Manifest, PartitionEntry, load_manifest
+from cimsplit.runtime.manifest import Manifest, load_manifest
+from cimsplit.runtime.plan import PartitionRecord
 from cimsplit.runtime.timeline import Timeline, replay
 from cimsplit.runtime.transfers import TransferCounter, TransferStats
 
@@ -51,7 +52,7 @@ class Session:
         for part in self.manifest.partitions:
             if part.device not in self.devices:
                 raise CimsplitError(f"partition {part.name} is for unknown device {part.device!r}", hint="recompile")
-            self._kernels[part.name] = self.devices[part.device].load(onnx.load(str(part.path)))
+            self._kernels[part.name] = self.devices[part.device].load(onnx.load(str(self.manifest.path(part))))
         self._transfers_by_tensor: dict[str, list] = {}
         for tr in self.manifest.transfers:
             self._transfers_by_tensor.setdefault(tr.tensor, []).append(tr)
@@ -72,7 +73,7 @@ class Session:
                 self._uses[(tensor, part.device)] = self._uses.get((tensor, part.device), 0) + 1
         """(tensor, device) -> how many partitions read it there: after the last, the buffer is let go."""
         self._transferred = {(tr.tensor, tr.dst_device) for tr in self.manifest.transfers}
-        self.timeline: Timeline = replay(self.manifest.plan["timeline"])
+        self.timeline: Timeline = replay(self.manifest.plan.timeline)
         log.debug("loaded %d partitions and %d transfers from %s", len(parts), len(self.manifest.transfers),
                   self.manifest.directory)
         self.runs = 0
@@ -129,7 +130,7 @@ class Session:
                     if reuse and not self._uses.get((tensor, reuse)):  # nobody reads it there
                         self.counter.release(copied, reuse)
 
-    def _let_go(self, buffers: dict[str, dict[str, np.ndarray]], part: PartitionEntry,
+    def _let_go(self, buffers: dict[str, dict[str, np.ndarray]], part: PartitionRecord,
                 remaining: dict[tuple[str, str], int], stage: bool) -> None:
         """Drop the inputs ``part`` was the last reader of from its device's buffers, so their memory
         is reused while still warm (onnxruntime's arena for kernel outputs, the transfer pool for
@@ -231,11 +232,11 @@ class Session:
         return results  # type: ignore[return-value]
 
     @staticmethod
-    def _feeds(part: PartitionEntry, buffers: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    def _feeds(part: PartitionRecord, buffers: dict[str, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """The partition's inputs from its own device's buffers (taken on the main thread)."""
         return {t: buffers[part.device][t] for t in part.inputs}
 
-    def _call(self, part: PartitionEntry, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _call(self, part: PartitionRecord, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = self._kernels[part.name].run(feeds)
         return {t: outputs[t] for t in part.outputs}
 

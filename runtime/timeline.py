@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cimsplit.runtime.plan import PlanTimeline
+
 __all__ = ["Timeline", "replay"]
 
 
@@ -32,37 +34,38 @@ class Timeline:
     """Number of modeled bus transfers."""
 
 
-def replay(section: Mapping[str, Any]) -> Timeline:
-    """Earliest-start replay of plan.json's ``timeline`` section."""
-    ops = list(section["operators"])
-    index = {op["name"]: i for i, op in enumerate(ops)}
+def replay(section: PlanTimeline | Mapping[str, Any]) -> Timeline:
+    """Earliest-start replay of plan.json's ``timeline`` section (typed, or its JSON mapping)."""
+    timeline = section if isinstance(section, PlanTimeline) else PlanTimeline.from_json(section)
+    ops = timeline.operators
+    index = {op.name: i for i, op in enumerate(ops)}
     n = len(ops)
-    host = [op["device"] == "host" for op in ops]
+    host = [op.device == "host" for op in ops]
     succs: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     indegree = [0] * n
     bus_ns = 0.0
     crossings = 0
-    for edge in section["edges"]:
-        u, v = index[edge["src"]], index[edge["dst"]]
-        delay = float(edge["latency_ns"]) if host[u] != host[v] else 0.0
+    for edge in timeline.edges:
+        u, v = index[edge.src], index[edge.dst]
+        delay = edge.latency_ns if host[u] != host[v] else 0.0
         if host[u] != host[v]:
             bus_ns += delay
             crossings += 1
         succs[u].append((v, delay))
         indegree[v] += 1
-    order = sorted((v for v in range(n) if host[v]), key=lambda v: (ops[v]["start_ns"], ops[v]["finish_ns"], v))
+    order = sorted((v for v in range(n) if host[v]), key=lambda v: (ops[v].start_ns, ops[v].finish_ns, v))
     for a, b in zip(order, order[1:]):
         succs[a].append((b, 0.0))
         indegree[b] += 1
 
-    start = [float(op["input_transfer_ns"]) for op in ops]
+    start = [op.input_transfer_ns for op in ops]
     finish = [0.0] * n
     queue = [v for v in range(n) if indegree[v] == 0]
     seen = 0
     while queue:
         u = queue.pop()
         seen += 1
-        finish[u] = start[u] + float(ops[u]["duration_ns"])
+        finish[u] = start[u] + ops[u].duration_ns
         for v, delay in succs[u]:
             start[v] = max(start[v], finish[u] + delay)
             indegree[v] -= 1
@@ -74,11 +77,11 @@ def replay(section: Mapping[str, Any]) -> Timeline:
     busy: dict[str, float] = {"host": 0.0, "cim": 0.0}
     makespan = 0.0
     for v, op in enumerate(ops):
-        busy[op["device"]] = busy.get(op["device"], 0.0) + float(op["duration_ns"])
-        for key in ("input_transfer_ns", "output_transfer_ns"):
-            if op[key] > 0:
-                bus_ns += float(op[key])
+        busy[op.device] = busy.get(op.device, 0.0) + op.duration_ns
+        for transfer_ns in (op.input_transfer_ns, op.output_transfer_ns):
+            if transfer_ns > 0:
+                bus_ns += transfer_ns
                 crossings += 1
-        makespan = max(makespan, finish[v] + float(op["output_transfer_ns"]))
-    names = [op["name"] for op in ops]
+        makespan = max(makespan, finish[v] + op.output_transfer_ns)
+    names = [op.name for op in ops]
     return Timeline(busy, bus_ns, makespan, dict(zip(names, start)), dict(zip(names, finish)), crossings)

@@ -19,9 +19,10 @@ from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.workload import Workload
 from cimsplit.passes.rewrite.annotate import annotate, complete_placements, placements_from_schedule
 from cimsplit.passes.emit.directory import write_directory_atomically
-from cimsplit.passes.emit.plan import build_plan, build_trace, dumps
+from cimsplit.passes.emit.plan import build_plan, build_trace
 from cimsplit.passes.placement.result import PlacementResult
 from cimsplit.passes.rewrite.split import SplitResult, split
+from cimsplit.runtime.plan import Plan, dumps
 
 __all__ = ["CompileArtifacts", "build_artifacts", "write_artifacts", "write_plan", "write_trace", "ANNOTATED", "PARTITIONED", "PLAN", "TRACE"]
 
@@ -37,7 +38,7 @@ TRACE = "trace.json"
 class CompileArtifacts:
     annotated: onnx.ModelProto
     split: SplitResult
-    plan: dict[str, Any]
+    plan: Plan
     trace: dict[str, Any]
 
 
@@ -69,7 +70,7 @@ def build_artifacts(
     except ValueError as exc:
         raise ValueError(f"split pass failed (after annotate): {exc}") from exc
     plan = build_plan(report or {}, model, model_path, fingerprint, split_result.plan, result)
-    trace = build_trace(plan["timeline"], Path(model_path).stem)
+    trace = build_trace(plan.timeline, Path(model_path).stem)
     log.info("split into %d partitions with %d transfers", len(split_result.plan.partitions), len(split_result.plan.transfers))
     return CompileArtifacts(annotated, split_result, plan, trace)
 
@@ -78,8 +79,8 @@ def _save_model(model: onnx.ModelProto, path: Path) -> None:
     path.write_bytes(model.SerializeToString())
 
 
-def write_plan(path: Path, plan: dict[str, Any]) -> None:
-    path.write_text(dumps(plan), encoding="utf-8")
+def write_plan(path: Path, plan: Plan) -> None:
+    path.write_text(dumps(plan.to_json()), encoding="utf-8")
 
 
 def write_trace(path: Path, trace: dict[str, Any]) -> None:
@@ -91,8 +92,8 @@ def write_artifacts(out_dir: Path, artifacts: CompileArtifacts, force: bool = Fa
 
     def write(tmp: Path) -> None:
         _save_model(artifacts.annotated, tmp / ANNOTATED)
-        for entry in artifacts.plan["partitions"]:
-            _save_model(artifacts.split.partitions[entry["name"]], tmp / entry["file"])
+        for entry in artifacts.plan.partitions:
+            _save_model(artifacts.split.partitions[entry.name], tmp / entry.file)
         _save_model(artifacts.split.partitioned, tmp / PARTITIONED)
         write_plan(tmp / PLAN, artifacts.plan)
         write_trace(tmp / TRACE, artifacts.trace)

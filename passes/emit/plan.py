@@ -1,15 +1,8 @@
-"""The manifest (``plan.json``) and the modeled trace (``trace.json``) of a compile (DESIGN §5).
+"""Build the plan (``plan.json``) and the modeled trace (``trace.json``) of a compile (DESIGN §5).
 
-``plan.json`` is what the runtime executes; it is deterministic (sorted keys,
-floats written by ``repr``) and holds, beside the partitioner's report:
-
-``version``     format version of this file
-``model``       original model path, fingerprint, graph inputs/outputs (name, dtype, shape)
-``partitions``  execution order: name, device, file, nodes, inputs, outputs
-``transfers``   name, tensor, src_device, dst_device, bytes, latency_ns
-``timeline``    the modeled schedule to replay: per operator its device, start,
-                duration, graph input/output transfer times; per edge its transfer
-                time; the makespan (equal to the partitioner's validated makespan)
+The plan's schema is :mod:`cimsplit.runtime.plan` (the runtime owns it); this
+module fills a :class:`~cimsplit.runtime.plan.Plan` from the split and the
+placement, beside the placement report (``cimsplit partition --json``).
 
 ``trace.json`` is the same schedule in Chrome trace format (the format of
 onnxruntime's profiler, loadable in Perfetto): one track per device, one
@@ -18,14 +11,26 @@ track per overlapping lane of the bus; ``ts``/``dur`` in microseconds.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import onnx
 
-from cimsplit.passes.rewrite.partitions import SplitPlan
 from cimsplit.passes.placement.result import PlacementResult
+from cimsplit.passes.rewrite.partitions import SplitPlan
+from cimsplit.runtime.plan import (
+    PLAN_VERSION,
+    ModelRecord,
+    PartitionRecord,
+    Plan,
+    PlanTimeline,
+    TensorSpec,
+    TimelineEdge,
+    TimelineOperator,
+    TransferRecord,
+    dumps,
+)
 
 __all__ = [
     "PLAN_VERSION",
@@ -37,22 +42,21 @@ __all__ = [
     "dumps",
 ]
 
-PLAN_VERSION = 1
 _US_PER_NS = 1e-3
 
 
-def tensor_specs(values: list[onnx.ValueInfoProto]) -> list[dict[str, Any]]:
+def tensor_specs(values: list[onnx.ValueInfoProto]) -> tuple[TensorSpec, ...]:
     """name, numpy dtype name and static shape of graph inputs or outputs."""
     specs = []
     for vi in values:
         tt = vi.type.tensor_type
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
-        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
-        specs.append({"name": vi.name, "dtype": dtype, "shape": shape})
-    return specs
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        specs.append(TensorSpec(vi.name, dtype, shape))
+    return tuple(specs)
 
 
-def timeline_section(result: PlacementResult) -> dict[str, Any]:
+def timeline_section(result: PlacementResult) -> PlanTimeline:
     """The modeled schedule in plain numbers, enough to replay it without the solver.
 
     The replay rule is the re-timer's (:mod:`cimsplit.passes.placement.simulate`): host
@@ -65,64 +69,57 @@ def timeline_section(result: PlacementResult) -> dict[str, Any]:
     operators = []
     for v, name in enumerate(problem.names):
         host = schedule.on_host[v]
-        operators.append({
-            "name": name,
-            "device": "host" if host else "cim",
-            "start_ns": float(schedule.start_ns[v]),
-            "finish_ns": float(schedule.finish_ns[v]),
-            "duration_ns": float(problem.t_host_ns[v] if host else problem.t_cim_ns[v]),
-            "input_transfer_ns": 0.0 if host else float(problem.t_in_ns[v]),
-            "output_transfer_ns": 0.0 if host or not problem.writes_output[v] else float(problem.t_out_ns[v]),
-        })
-    edges = [
-        {"src": problem.names[u], "dst": problem.names[v], "latency_ns": float(t)}
-        for u, v, t in problem.edges
-    ]
-    return {"operators": operators, "edges": edges, "makespan_ns": float(schedule.makespan_ns)}
+        operators.append(TimelineOperator(
+            name=name,
+            device="host" if host else "cim",
+            start_ns=float(schedule.start_ns[v]),
+            finish_ns=float(schedule.finish_ns[v]),
+            duration_ns=float(problem.t_host_ns[v] if host else problem.t_cim_ns[v]),  # type: ignore[arg-type]
+            input_transfer_ns=0.0 if host else float(problem.t_in_ns[v]),
+            output_transfer_ns=0.0 if host or not problem.writes_output[v] else float(problem.t_out_ns[v]),
+        ))
+    edges = tuple(TimelineEdge(problem.names[u], problem.names[v], float(t)) for u, v, t in problem.edges)
+    return PlanTimeline(tuple(operators), edges, float(schedule.makespan_ns))
 
 
-def split_section(plan: SplitPlan) -> dict[str, Any]:
+def split_section(plan: SplitPlan) -> tuple[tuple[PartitionRecord, ...], tuple[TransferRecord, ...]]:
     """``partitions`` and ``transfers`` of plan.json, in execution order."""
-    return {
-        "partitions": [
-            {
-                "name": p.name, "device": p.device, "file": f"{p.name}.onnx",
-                "nodes": list(p.nodes), "inputs": list(p.inputs), "outputs": list(p.outputs),
-            }
-            for p in plan.partitions
-        ],
-        "transfers": [
-            {
-                "name": t.name, "tensor": t.tensor, "src_device": t.src_device, "dst_device": t.dst_device,
-                "bytes": int(t.bytes), "latency_ns": float(t.latency_ns),
-            }
-            for t in plan.transfers
-        ],
-    }
+    partitions = tuple(
+        PartitionRecord(p.name, p.device, f"{p.name}.onnx", tuple(p.nodes), tuple(p.inputs), tuple(p.outputs))
+        for p in plan.partitions
+    )
+    transfers = tuple(
+        TransferRecord(t.name, t.tensor, t.src_device, t.dst_device, int(t.bytes), float(t.latency_ns))
+        for t in plan.transfers
+    )
+    return partitions, transfers
 
 
 def build_plan(
-    report: dict[str, Any],
+    report: Mapping[str, Any],
     model: onnx.ModelProto,
     model_path: str,
     fingerprint: str,
     split_plan: SplitPlan,
     result: PlacementResult,
-) -> dict[str, Any]:
-    """plan.json: the partitioner's report plus model, partitions, transfers and timeline."""
-    plan: dict[str, Any] = dict(report)
+) -> Plan:
+    """plan.json: the placement report plus model, partitions, transfers and timeline."""
     initializers = {t.name for t in model.graph.initializer}
-    plan["version"] = PLAN_VERSION
-    plan["model"] = {
-        "path": str(model_path),
-        "fingerprint": fingerprint,
-        "inputs": tensor_specs([i for i in model.graph.input if i.name not in initializers]),
-        "outputs": tensor_specs(list(model.graph.output)),
-    }
-    plan.update(split_section(split_plan))
-    plan["timeline"] = timeline_section(result)
-    plan.setdefault("makespan_ns", float(result.schedule.makespan_ns))
-    return plan
+    partitions, transfers = split_section(split_plan)
+    model_record = ModelRecord(
+        path=str(model_path),
+        fingerprint=fingerprint,
+        inputs=tensor_specs([i for i in model.graph.input if i.name not in initializers]),
+        outputs=tensor_specs(list(model.graph.output)),
+    )
+    return Plan(
+        model=model_record,
+        partitions=partitions,
+        transfers=transfers,
+        timeline=timeline_section(result),
+        makespan_ns=float(report.get("makespan_ns", result.schedule.makespan_ns)),
+        report={k: v for k, v in report.items() if k not in ("version", "model", "partitions", "transfers", "timeline", "makespan_ns")},
+    )
 
 
 def _lanes(intervals: list[tuple[float, float]]) -> list[int]:
@@ -141,8 +138,10 @@ def _lanes(intervals: list[tuple[float, float]]) -> list[int]:
     return lanes
 
 
-def build_trace(timeline: dict[str, Any], model_name: str = "model") -> dict[str, Any]:
-    """Chrome trace (Perfetto-loadable) of the modeled schedule in ``timeline``."""
+def build_trace(timeline: PlanTimeline | Mapping[str, Any], model_name: str = "model") -> dict[str, Any]:
+    """Chrome trace (Perfetto-loadable) of the modeled schedule in ``timeline`` (typed, or its JSON mapping)."""
+    if not isinstance(timeline, PlanTimeline):
+        timeline = PlanTimeline.from_json(timeline)
     pid = 1
     tids = {"host": 1, "cim": 2}
     events: list[dict[str, Any]] = [
@@ -150,24 +149,24 @@ def build_trace(timeline: dict[str, Any], model_name: str = "model") -> dict[str
         {"name": "thread_name", "ph": "M", "pid": pid, "tid": 1, "args": {"name": "host"}},
         {"name": "thread_name", "ph": "M", "pid": pid, "tid": 2, "args": {"name": "cim"}},
     ]
-    ops = {op["name"]: op for op in timeline["operators"]}
-    for op in timeline["operators"]:
+    ops = {op.name: op for op in timeline.operators}
+    for op in timeline.operators:
         events.append({
-            "name": op["name"], "cat": "Node", "ph": "X", "pid": pid, "tid": tids[op["device"]],
-            "ts": op["start_ns"] * _US_PER_NS, "dur": op["duration_ns"] * _US_PER_NS,
-            "args": {"device": op["device"], "start_ns": op["start_ns"], "finish_ns": op["finish_ns"]},
+            "name": op.name, "cat": "Node", "ph": "X", "pid": pid, "tid": tids[op.device],
+            "ts": op.start_ns * _US_PER_NS, "dur": op.duration_ns * _US_PER_NS,
+            "args": {"device": op.device, "start_ns": op.start_ns, "finish_ns": op.finish_ns},
         })
     bus: list[tuple[str, float, float, dict[str, Any]]] = []
-    for edge in timeline["edges"]:
-        src, dst = ops[edge["src"]], ops[edge["dst"]]
-        if src["device"] != dst["device"] and edge["latency_ns"] > 0:
-            bus.append((f"{edge['src']} -> {edge['dst']}", src["finish_ns"], edge["latency_ns"],
-                        {"src": edge["src"], "dst": edge["dst"], "src_device": src["device"], "dst_device": dst["device"]}))
-    for op in timeline["operators"]:
-        if op["input_transfer_ns"] > 0:
-            bus.append((f"inputs -> {op['name']}", 0.0, op["input_transfer_ns"], {"dst": op["name"], "src_device": "host", "dst_device": "cim"}))
-        if op["output_transfer_ns"] > 0:
-            bus.append((f"{op['name']} -> outputs", op["finish_ns"], op["output_transfer_ns"], {"src": op["name"], "src_device": "cim", "dst_device": "host"}))
+    for edge in timeline.edges:
+        src, dst = ops[edge.src], ops[edge.dst]
+        if src.device != dst.device and edge.latency_ns > 0:
+            bus.append((f"{edge.src} -> {edge.dst}", src.finish_ns, edge.latency_ns,
+                        {"src": edge.src, "dst": edge.dst, "src_device": src.device, "dst_device": dst.device}))
+    for op in timeline.operators:
+        if op.input_transfer_ns > 0:
+            bus.append((f"inputs -> {op.name}", 0.0, op.input_transfer_ns, {"dst": op.name, "src_device": "host", "dst_device": "cim"}))
+        if op.output_transfer_ns > 0:
+            bus.append((f"{op.name} -> outputs", op.finish_ns, op.output_transfer_ns, {"src": op.name, "src_device": "cim", "dst_device": "host"}))
     lanes = _lanes([(start, start + dur) for _, start, dur, _ in bus])
     for lane in sorted(set(lanes)):
         label = "bus" if lane == 0 else f"bus (overlap {lane})"
@@ -177,9 +176,5 @@ def build_trace(timeline: dict[str, Any], model_name: str = "model") -> dict[str
             "name": name, "cat": "Transfer", "ph": "X", "pid": pid, "tid": 3 + lane,
             "ts": start * _US_PER_NS, "dur": dur * _US_PER_NS, "args": {**args, "latency_ns": dur},
         })
-    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"makespan_ns": timeline["makespan_ns"]}}
+    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"makespan_ns": timeline.makespan_ns}}
 
-
-def dumps(obj: Any) -> str:
-    """Deterministic JSON text: sorted keys, two-space indent, trailing newline."""
-    return json.dumps(obj, sort_keys=True, indent=2, allow_nan=False) + "\n"
