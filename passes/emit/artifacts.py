@@ -17,10 +17,10 @@ import onnx
 
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.workload import Workload
-from cimsplit.passes.rewrite.annotate import annotate, complete_placements, placements_from_schedule
 from cimsplit.passes.emit.directory import write_directory_atomically
 from cimsplit.passes.emit.plan import build_plan, build_trace
 from cimsplit.passes.placement.result import PlacementResult
+from cimsplit.passes.rewrite.annotate import annotate, complete_placements, placements_from_schedule
 from cimsplit.passes.rewrite.split import SplitResult, split
 from cimsplit.runtime.plan import Plan, dumps
 

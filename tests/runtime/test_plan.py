@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cimsplit.errors import CimsplitError
-from cimsplit.runtime.plan import Plan, PartitionRecord, TransferRecord, dumps, read_plan
+from cimsplit.runtime.plan import PartitionRecord, Plan, TransferRecord, dumps, read_plan
 
 
 def _document() -> dict:
