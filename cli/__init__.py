@@ -17,7 +17,7 @@ from cimsplit.errors import CimsplitError
 
 __all__ = ["main", "build_parser"]
 
-SUBCOMMANDS = ("zoo", "inspect", "profile", "costs", "partition", "compile", "run", "sweep")
+SUBCOMMANDS = ("zoo", "inspect", "profile", "costs", "partition", "compile", "explain", "run", "sweep")
 
 
 class _Parser(argparse.ArgumentParser):

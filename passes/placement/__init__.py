@@ -8,7 +8,9 @@ solve (MILP on Gurobi/HiGHS, or CP-SAT), and the independent validator.
 from __future__ import annotations
 
 from cimsplit.passes.placement.baselines import all_baselines, cpu_only, greedy, single_split
+from cimsplit.passes.placement.budget import BudgetCurve, budget_curve
 from cimsplit.passes.placement.driver import SOLVER_CHOICES, place, problem_from_costs
+from cimsplit.passes.placement.explain import OperatorExplanation, explain_operators
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
@@ -16,7 +18,9 @@ from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 from cimsplit.passes.placement.validate import InternalError, validate
 
 __all__ = [
+    "BudgetCurve",
     "InternalError",
+    "OperatorExplanation",
     "PlacementProblem",
     "PlacementResult",
     "SOLVER_CHOICES",
@@ -24,7 +28,9 @@ __all__ = [
     "SolveOptions",
     "SolverStats",
     "all_baselines",
+    "budget_curve",
     "cpu_only",
+    "explain_operators",
     "greedy",
     "host_order_by_start",
     "place",

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Mapping
 
 from cimsplit.passes.placement.problem import PlacementProblem
 
 
-def brute_force_optimum(problem: PlacementProblem) -> float:
+def brute_force_optimum(problem: PlacementProblem, fixed: Mapping[int, bool] | None = None) -> float:
+    """The optimal makespan; ``fixed`` maps operators to a forced x_v (True = host).
+
+    ``inf`` when no placement within the budget respects ``fixed``.
+    """
+    fixed = fixed or {}
     n = problem.n
     preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for u, v, t in problem.edges:
@@ -29,6 +35,8 @@ def brute_force_optimum(problem: PlacementProblem) -> float:
         for v, h in zip(capable, bits):
             on_host[v] = h
         if sum(problem.crossbars[v] for v in range(n) if not on_host[v]) > problem.budget:
+            continue
+        if any(on_host[v] != h for v, h in fixed.items()):
             continue
         best = min(best, _best_order(problem, on_host, preds, anc, best))
     return best

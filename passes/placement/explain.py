@@ -1,0 +1,322 @@
+"""Why each operator sits where it does, with the exact cost of moving it (DESIGN §8).
+
+Works on the plain :class:`PlacementProblem` and a solved plan: no ONNX.  Every
+what-if is a re-solve of a *restricted* problem through the caller's ``solve``
+(the same solver and limits as the plan):
+
+- forced to the host: the operator's ``t_cim_ns`` becomes ``None``, the problem's
+  own encoding of "not CIM-capable" (eq. 5);
+- forced to the CIM: its ``t_host_ns`` becomes ``2 U + 1`` where ``U`` is the
+  makespan of a feasible schedule with it on the CIM.  Any schedule with it on the
+  host then lasts more than ``U``, so the restricted optimum is the forced optimum
+  and the solver's bound is a bound on it; a returned schedule with it on the host
+  is replaced by the known one.
+
+A what-if is never better than the plan's optimum (it only removes options);
+one below the plan's proven bound raises :class:`InternalError`.  A what-if is
+skipped when a cheap schedule with the move already reaches the plan's proven
+bound (then its optimum is the plan's makespan: moving changes nothing).
+
+Reasons (:data:`REASONS`), in this order of precedence:
+
+``not_cim_capable``   the front end's reason (``t_cim_ns is None``);
+``never_profitable``  on the host, and even alone on an idle CIM (every neighbour on
+                      the host) its slowest input transfer + T_acc + slowest output
+                      transfer exceeds T_host;
+``off_critical_path`` moving it to the other device leaves the makespan unchanged;
+``on_cim``            on the CIM, saving ``forced - plan`` ns;
+``crowded_out``       on the host although it would pay alone: moving it costs more,
+                      because it does not fit beside the plan's CIM operators (if it
+                      fitted, the plan plus it is no slower -- every path through it
+                      gets shorter -- and it would be off the critical path); the
+                      forced re-solve says which CIM operators it displaces.
+
+Makespans closer than :data:`REL_TOL` (relative) count as equal: the solvers'
+default MIP gap.  :func:`budget_curve` (the makespan at every budget) is in
+:mod:`cimsplit.passes.placement.budget`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from cimsplit.passes.placement.baselines import list_schedule
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import PlacementResult, Schedule
+from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+from cimsplit.passes.placement.validate import InternalError, host_order_from_starts
+
+if TYPE_CHECKING:
+    from cimsplit.passes.placement.budget import BudgetCurve
+
+__all__ = [
+    "REASONS",
+    "REL_TOL",
+    "Explanation",
+    "ForcedMove",
+    "OperatorExplanation",
+    "Solve",
+    "critical_operators",
+    "explain_operators",
+    "explain_plan",
+    "forced_move",
+    "force_device",
+    "solo_cim_ns",
+]
+
+log = logging.getLogger(__name__)
+
+REASONS = ("not_cim_capable", "never_profitable", "off_critical_path", "on_cim", "crowded_out")
+REL_TOL = 1e-6
+"""Relative tolerance under which two makespans are the same (the default MIP gap)."""
+
+Solve = Callable[[PlacementProblem], PlacementResult]
+"""Solves a problem exactly (up to its limits): the plan's solver and options."""
+
+
+def _tol(makespan_ns: float) -> float:
+    return REL_TOL * max(1.0, abs(makespan_ns))
+
+
+@dataclass(frozen=True)
+class ForcedMove:
+    """The best schedule with one operator forced onto ``device``."""
+
+    device: str
+    """``host`` or ``cim``: where the operator was forced."""
+    makespan_ns: float | None
+    """``None`` when the move is impossible (its crossbars exceed the budget)."""
+    bound_ns: float | None
+    """Proven lower bound on the forced optimum (equal to ``makespan_ns`` when proven)."""
+    status: str
+    """The forced solve's status, or ``shortcut`` / ``impossible`` when no solve ran."""
+    on_host: tuple[bool, ...] | None
+    solved: bool
+    """Whether a solver ran (False: a cheap schedule already met the plan's bound)."""
+
+    @property
+    def gap(self) -> float | None:
+        if self.makespan_ns is None or self.bound_ns is None:
+            return None
+        return max(0.0, (self.makespan_ns - self.bound_ns) / self.makespan_ns) if self.makespan_ns > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class OperatorExplanation:
+    name: str
+    device: str
+    reason: str
+    detail: str
+    """One sentence with the numbers behind the reason."""
+    crossbars: int
+    critical: bool
+    """On a critical path of the plan's schedule (no slack)."""
+    forced: ForcedMove | None
+    """``None`` for operators that are not CIM-capable."""
+    saving_ns: float | None
+    """forced makespan - plan makespan (>= 0), when the move is possible."""
+    displaced: tuple[str, ...] = ()
+    """Plan CIM operators on the host in the forced schedule (forced to the CIM only)."""
+    solo_cim_ns: float | None = None
+    """Slowest input transfer + T_acc + slowest output transfer, alone on the CIM."""
+
+    @property
+    def forced_makespan_ns(self) -> float | None:
+        return None if self.forced is None else self.forced.makespan_ns
+
+
+def force_device(problem: PlacementProblem, v: int, on_host: bool, cim_upper_ns: float = 0.0) -> PlacementProblem:
+    """``problem`` with operator ``v`` restricted to one device (see the module docstring).
+
+    ``cim_upper_ns`` (forcing to the CIM) is the makespan of a feasible schedule
+    with ``v`` on the CIM.
+    """
+    if on_host:
+        t_cim = list(problem.t_cim_ns)
+        t_cim[v] = None
+        crossbars = list(problem.crossbars)
+        crossbars[v] = 0
+        return replace(problem, t_cim_ns=tuple(t_cim), crossbars=tuple(crossbars))
+    if not problem.capable(v):
+        raise ValueError(f"operator {problem.names[v]!r} is not CIM-capable")
+    t_host = list(problem.t_host_ns)
+    t_host[v] = 2.0 * cim_upper_ns + 1.0
+    return replace(problem, t_host_ns=tuple(t_host))
+
+
+def solo_cim_ns(problem: PlacementProblem, v: int) -> float:
+    """T_acc of ``v`` plus its slowest input and output transfer with every neighbour on the host."""
+    t_in = max([problem.t_in_ns[v], *(t for _, w, t in problem.edges if w == v)])
+    t_out = max([problem.t_out_ns[v] if problem.writes_output[v] else 0.0, *(t for u, _, t in problem.edges if u == v)])
+    return t_in + float(problem.t_cim_ns[v]) + t_out  # type: ignore[arg-type]
+
+
+def _used(problem: PlacementProblem, on_host: Sequence[bool]) -> int:
+    return sum(c for c, h in zip(problem.crossbars, on_host) if not h)
+
+
+def _flipped_schedule(problem: PlacementProblem, plan: Schedule, v: int) -> Schedule | None:
+    """A cheap schedule of the plan with ``v`` on the other device, or ``None`` when it overflows.
+
+    The better of the plan's host order (``v`` inserted at its plan start or
+    removed) and a list schedule of the flipped placement.
+    """
+    on_host = list(plan.on_host)
+    on_host[v] = not on_host[v]
+    if _used(problem, on_host) > problem.budget:
+        return None
+    order = host_order_from_starts(problem, on_host, plan.start_ns)
+    return min((simulate(problem, on_host, order), list_schedule(problem, on_host)), key=lambda s: s.makespan_ns)
+
+
+def forced_move(plan: PlacementResult, v: int, solve: Solve) -> ForcedMove:
+    """The optimum with operator ``v`` forced to the device it is not on in the plan."""
+    problem, schedule = plan.problem, plan.schedule
+    to_host = not schedule.on_host[v]
+    device = "host" if to_host else "cim"
+    if not to_host and problem.crossbars[v] > problem.budget:
+        return ForcedMove(device, None, None, "impossible", None, False)
+    known = _flipped_schedule(problem, schedule, v)
+    if not to_host:  # v alone on the CIM always fits
+        alone = [True] * problem.n
+        alone[v] = False
+        alone_schedule = list_schedule(problem, alone)
+        if known is None or alone_schedule.makespan_ns < known.makespan_ns:
+            known = alone_schedule
+    assert known is not None  # moving to the host frees crossbars
+    if known.makespan_ns <= plan.solver.bound_ns + _tol(plan.solver.bound_ns):
+        return ForcedMove(device, known.makespan_ns, known.makespan_ns, "shortcut", known.on_host, False)
+    restricted = force_device(problem, v, to_host, known.makespan_ns)
+    result = solve(restricted)
+    found = result.schedule
+    if found.on_host[v] != to_host or found.makespan_ns > known.makespan_ns:
+        found = known  # the solver stopped early with a worse schedule than the one we had
+    bound = min(result.solver.bound_ns, found.makespan_ns)
+    if found.makespan_ns < plan.solver.bound_ns - _tol(plan.solver.bound_ns):
+        raise InternalError(
+            f"forcing {problem.names[v]!r} to the {device} gave {found.makespan_ns:.6g} ns, below the plan's "
+            f"proven bound of {plan.solver.bound_ns:.6g} ns: a restriction cannot beat the optimum"
+        )
+    return ForcedMove(device, found.makespan_ns, bound, result.solver.status, found.on_host, True)
+
+
+def critical_operators(problem: PlacementProblem, schedule: Schedule) -> frozenset[int]:
+    """Operators on a critical path: a chain of tight constraints that ends at the makespan.
+
+    Walks back from every operator whose end (plus its graph-output transfer on the
+    CIM) is the makespan, through each predecessor whose finish plus transfer, or
+    the previous host operator whose finish, equals the start (within :data:`REL_TOL`).
+    """
+    n, tol = problem.n, _tol(schedule.makespan_ns)
+    on_host, start, finish = schedule.on_host, schedule.start_ns, schedule.finish_ns
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for u, w, t in problem.edges:
+        preds[w].append((u, t if on_host[u] != on_host[w] else 0.0))
+    order = host_order_by_start(schedule)
+    for a, b in zip(order, order[1:]):
+        preds[b].append((a, 0.0))
+    stack = [v for v in range(n)
+             if finish[v] + (problem.t_out_ns[v] if not on_host[v] and problem.writes_output[v] else 0.0)
+             >= schedule.makespan_ns - tol]
+    critical: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if v in critical:
+            continue
+        critical.add(v)
+        stack.extend(u for u, delay in preds[v] if abs(finish[u] + delay - start[v]) <= tol)
+    return frozenset(critical)
+
+
+def _ns(value: float) -> str:
+    return f"{value:,.0f} ns"
+
+
+def _classify(plan: PlacementResult, v: int, move: ForcedMove | None, critical: bool,
+              not_capable: Mapping[str, str]) -> OperatorExplanation:
+    problem, schedule = plan.problem, plan.schedule
+    name, makespan = problem.names[v], schedule.makespan_ns
+    on_host = schedule.on_host[v]
+    device = "host" if on_host else "cim"
+    common = dict(name=name, device=device, crossbars=int(problem.crossbars[v]), critical=critical, forced=move)
+    if move is None:
+        why = not_capable.get(name) or "not CIM-capable"
+        return OperatorExplanation(reason="not_cim_capable", detail=why, saving_ns=None, **common)
+    forced = move.makespan_ns
+    saving = None if forced is None else forced - makespan
+    unchanged = saving is not None and saving <= _tol(makespan)
+    if on_host:
+        solo = solo_cim_ns(problem, v)
+        if solo > problem.t_host_ns[v]:
+            detail = (f"alone on the CIM it takes {_ns(solo)} (T_acc {_ns(problem.t_cim_ns[v])} plus transfers) "
+                      f"> {_ns(problem.t_host_ns[v])} on the host")
+            return OperatorExplanation(reason="never_profitable", detail=detail, saving_ns=saving,
+                                       solo_cim_ns=solo, **common)
+        if unchanged:
+            return OperatorExplanation(reason="off_critical_path", detail="moving it to the CIM changes nothing",
+                                       saving_ns=0.0, solo_cim_ns=solo, **common)
+        free = problem.budget - plan.crossbars_used
+        if forced is None:
+            detail = f"needs {problem.crossbars[v]} crossbars, the budget is {problem.budget}"
+            return OperatorExplanation(reason="crowded_out", detail=detail, saving_ns=None, solo_cim_ns=solo, **common)
+        displaced = tuple(problem.names[u] for u in range(problem.n)
+                          if not schedule.on_host[u] and move.on_host is not None and move.on_host[u])
+        detail = (f"needs {problem.crossbars[v]} crossbars, {free} free; forced to the CIM: {_ns(forced)} "
+                  f"(+{_ns(saving)}), displacing {len(displaced)} CIM operator(s)")
+        return OperatorExplanation(reason="crowded_out", detail=detail, saving_ns=saving, displaced=displaced,
+                                   solo_cim_ns=solo, **common)
+    if unchanged:
+        return OperatorExplanation(reason="off_critical_path", detail="moving it to the host changes nothing "
+                                   "(host work hidden behind CIM work)", saving_ns=0.0, **common)
+    return OperatorExplanation(reason="on_cim", detail=f"saves {_ns(saving)}: forced to the host {_ns(forced)}",
+                               saving_ns=saving, **common)
+
+
+def explain_operators(plan: PlacementResult, solve: Solve, *, operators: Iterable[str] | None = None,
+                      not_capable: Mapping[str, str] | None = None) -> list[OperatorExplanation]:
+    """The reason of every operator (or of the named ones, in problem order).
+
+    ``not_capable`` maps operator names to the front end's reason they are not
+    CIM-capable.  Raises ``KeyError`` naming an unknown operator.
+    """
+    problem = plan.problem
+    index = {name: v for v, name in enumerate(problem.names)}
+    wanted = range(problem.n) if operators is None else sorted({index[name] for name in operators})
+    critical = critical_operators(problem, plan.schedule)
+    out = []
+    for v in wanted:
+        move = forced_move(plan, v, solve) if problem.capable(v) else None
+        out.append(_classify(plan, v, move, v in critical, not_capable or {}))
+        if move is not None and move.makespan_ns is not None and move.makespan_ns < plan.schedule.makespan_ns - _tol(
+                plan.schedule.makespan_ns):
+            log.warning("forcing %s to the %s found %.6g ns, better than the plan's %.6g ns (the plan is not proven "
+                        "optimal)", problem.names[v], move.device, move.makespan_ns, plan.schedule.makespan_ns)
+    return out
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Everything ``cimsplit explain`` says about one plan."""
+
+    plan: PlacementResult
+    operators: tuple[OperatorExplanation, ...]
+    curve: BudgetCurve | None
+    solves: int
+    """Solver runs besides the plan's own (forced moves and budget curve)."""
+    time_s: float
+
+
+def explain_plan(plan: PlacementResult, solve: Solve, *, operators: Iterable[str] | None = None,
+                 not_capable: Mapping[str, str] | None = None, with_curve: bool = True) -> Explanation:
+    """The reasons (:func:`explain_operators`) and, with ``with_curve``, the budget curve."""
+    from cimsplit.passes.placement.budget import budget_curve
+
+    begin = time.perf_counter()
+    reasons = tuple(explain_operators(plan, solve, operators=operators, not_capable=not_capable))
+    curve = budget_curve(plan, solve) if with_curve else None
+    solves = sum(1 for e in reasons if e.forced is not None and e.forced.solved) + (curve.solves if curve else 0)
+    return Explanation(plan, reasons, curve, solves, time.perf_counter() - begin)
