@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from cimsplit.passes.placement.explain import REL_TOL, Solve
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult
+from cimsplit.passes.placement.whatif import REL_TOL, Solve
 
 __all__ = ["BudgetCurve", "BudgetPoint", "budget_curve"]
 

@@ -1,21 +1,9 @@
 """Why each operator sits where it does, with the exact cost of moving it (DESIGN §8).
 
-Works on the plain :class:`PlacementProblem` and a solved plan: no ONNX.  Every
-what-if is a re-solve of a *restricted* problem through the caller's ``solve``
-(the same solver and limits as the plan):
-
-- forced to the host: the operator's ``t_cim_ns`` becomes ``None``, the problem's
-  own encoding of "not CIM-capable" (eq. 5);
-- forced to the CIM: its ``t_host_ns`` becomes ``2 U + 1`` where ``U`` is the
-  makespan of a feasible schedule with it on the CIM.  Any schedule with it on the
-  host then lasts more than ``U``, so the restricted optimum is the forced optimum
-  and the solver's bound is a bound on it; a returned schedule with it on the host
-  is replaced by the known one.
-
-A what-if is never better than the plan's optimum (it only removes options);
-one below the plan's proven bound raises :class:`InternalError`.  A what-if is
-skipped when a cheap schedule with the move already reaches the plan's proven
-bound (then its optimum is the plan's makespan: moving changes nothing).
+Works on the plain :class:`PlacementProblem` and a solved plan: no ONNX.  The
+cost of moving an operator is an exact re-solve with it forced onto the other
+device (:mod:`cimsplit.passes.placement.whatif`), through the caller's ``solve``
+(the plan's solver and limits).
 
 Reasons (:data:`REASONS`), in this order of precedence:
 
@@ -31,78 +19,37 @@ Reasons (:data:`REASONS`), in this order of precedence:
                       gets shorter -- and it would be off the critical path); the
                       forced re-solve says which CIM operators it displaces.
 
-Makespans closer than :data:`REL_TOL` (relative) count as equal: the solvers'
-default MIP gap.  :func:`budget_curve` (the makespan at every budget) is in
-:mod:`cimsplit.passes.placement.budget`.
+Makespans closer than :data:`~cimsplit.passes.placement.whatif.REL_TOL` (relative)
+count as equal: the solvers' default MIP gap.  :func:`explain_plan` adds the
+budget curve (:mod:`cimsplit.passes.placement.budget`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from cimsplit.passes.placement.baselines import list_schedule
+from cimsplit.passes.placement.budget import BudgetCurve, budget_curve
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult, Schedule
-from cimsplit.passes.placement.simulate import host_order_by_start, simulate
-from cimsplit.passes.placement.validate import InternalError, host_order_from_starts
-
-if TYPE_CHECKING:
-    from cimsplit.passes.placement.budget import BudgetCurve
+from cimsplit.passes.placement.simulate import host_order_by_start
+from cimsplit.passes.placement.whatif import ForcedMove, Solve, forced_move, tolerance_ns
 
 __all__ = [
     "REASONS",
-    "REL_TOL",
     "Explanation",
-    "ForcedMove",
     "OperatorExplanation",
-    "Solve",
     "critical_operators",
     "explain_operators",
     "explain_plan",
-    "forced_move",
-    "force_device",
     "solo_cim_ns",
 ]
 
 log = logging.getLogger(__name__)
 
 REASONS = ("not_cim_capable", "never_profitable", "off_critical_path", "on_cim", "crowded_out")
-REL_TOL = 1e-6
-"""Relative tolerance under which two makespans are the same (the default MIP gap)."""
-
-Solve = Callable[[PlacementProblem], PlacementResult]
-"""Solves a problem exactly (up to its limits): the plan's solver and options."""
-
-
-def _tol(makespan_ns: float) -> float:
-    return REL_TOL * max(1.0, abs(makespan_ns))
-
-
-@dataclass(frozen=True)
-class ForcedMove:
-    """The best schedule with one operator forced onto ``device``."""
-
-    device: str
-    """``host`` or ``cim``: where the operator was forced."""
-    makespan_ns: float | None
-    """``None`` when the move is impossible (its crossbars exceed the budget)."""
-    bound_ns: float | None
-    """Proven lower bound on the forced optimum (equal to ``makespan_ns`` when proven)."""
-    status: str
-    """The forced solve's status, or ``shortcut`` / ``impossible`` when no solve ran."""
-    on_host: tuple[bool, ...] | None
-    solved: bool
-    """Whether a solver ran (False: a cheap schedule already met the plan's bound)."""
-
-    @property
-    def gap(self) -> float | None:
-        if self.makespan_ns is None or self.bound_ns is None:
-            return None
-        return max(0.0, (self.makespan_ns - self.bound_ns) / self.makespan_ns) if self.makespan_ns > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -129,79 +76,11 @@ class OperatorExplanation:
         return None if self.forced is None else self.forced.makespan_ns
 
 
-def force_device(problem: PlacementProblem, v: int, on_host: bool, cim_upper_ns: float = 0.0) -> PlacementProblem:
-    """``problem`` with operator ``v`` restricted to one device (see the module docstring).
-
-    ``cim_upper_ns`` (forcing to the CIM) is the makespan of a feasible schedule
-    with ``v`` on the CIM.
-    """
-    if on_host:
-        t_cim = list(problem.t_cim_ns)
-        t_cim[v] = None
-        crossbars = list(problem.crossbars)
-        crossbars[v] = 0
-        return replace(problem, t_cim_ns=tuple(t_cim), crossbars=tuple(crossbars))
-    if not problem.capable(v):
-        raise ValueError(f"operator {problem.names[v]!r} is not CIM-capable")
-    t_host = list(problem.t_host_ns)
-    t_host[v] = 2.0 * cim_upper_ns + 1.0
-    return replace(problem, t_host_ns=tuple(t_host))
-
-
 def solo_cim_ns(problem: PlacementProblem, v: int) -> float:
     """T_acc of ``v`` plus its slowest input and output transfer with every neighbour on the host."""
     t_in = max([problem.t_in_ns[v], *(t for _, w, t in problem.edges if w == v)])
     t_out = max([problem.t_out_ns[v] if problem.writes_output[v] else 0.0, *(t for u, _, t in problem.edges if u == v)])
     return t_in + float(problem.t_cim_ns[v]) + t_out  # type: ignore[arg-type]
-
-
-def _used(problem: PlacementProblem, on_host: Sequence[bool]) -> int:
-    return sum(c for c, h in zip(problem.crossbars, on_host) if not h)
-
-
-def _flipped_schedule(problem: PlacementProblem, plan: Schedule, v: int) -> Schedule | None:
-    """A cheap schedule of the plan with ``v`` on the other device, or ``None`` when it overflows.
-
-    The better of the plan's host order (``v`` inserted at its plan start or
-    removed) and a list schedule of the flipped placement.
-    """
-    on_host = list(plan.on_host)
-    on_host[v] = not on_host[v]
-    if _used(problem, on_host) > problem.budget:
-        return None
-    order = host_order_from_starts(problem, on_host, plan.start_ns)
-    return min((simulate(problem, on_host, order), list_schedule(problem, on_host)), key=lambda s: s.makespan_ns)
-
-
-def forced_move(plan: PlacementResult, v: int, solve: Solve) -> ForcedMove:
-    """The optimum with operator ``v`` forced to the device it is not on in the plan."""
-    problem, schedule = plan.problem, plan.schedule
-    to_host = not schedule.on_host[v]
-    device = "host" if to_host else "cim"
-    if not to_host and problem.crossbars[v] > problem.budget:
-        return ForcedMove(device, None, None, "impossible", None, False)
-    known = _flipped_schedule(problem, schedule, v)
-    if not to_host:  # v alone on the CIM always fits
-        alone = [True] * problem.n
-        alone[v] = False
-        alone_schedule = list_schedule(problem, alone)
-        if known is None or alone_schedule.makespan_ns < known.makespan_ns:
-            known = alone_schedule
-    assert known is not None  # moving to the host frees crossbars
-    if known.makespan_ns <= plan.solver.bound_ns + _tol(plan.solver.bound_ns):
-        return ForcedMove(device, known.makespan_ns, known.makespan_ns, "shortcut", known.on_host, False)
-    restricted = force_device(problem, v, to_host, known.makespan_ns)
-    result = solve(restricted)
-    found = result.schedule
-    if found.on_host[v] != to_host or found.makespan_ns > known.makespan_ns:
-        found = known  # the solver stopped early with a worse schedule than the one we had
-    bound = min(result.solver.bound_ns, found.makespan_ns)
-    if found.makespan_ns < plan.solver.bound_ns - _tol(plan.solver.bound_ns):
-        raise InternalError(
-            f"forcing {problem.names[v]!r} to the {device} gave {found.makespan_ns:.6g} ns, below the plan's "
-            f"proven bound of {plan.solver.bound_ns:.6g} ns: a restriction cannot beat the optimum"
-        )
-    return ForcedMove(device, found.makespan_ns, bound, result.solver.status, found.on_host, True)
 
 
 def critical_operators(problem: PlacementProblem, schedule: Schedule) -> frozenset[int]:
@@ -211,7 +90,7 @@ def critical_operators(problem: PlacementProblem, schedule: Schedule) -> frozens
     CIM) is the makespan, through each predecessor whose finish plus transfer, or
     the previous host operator whose finish, equals the start (within :data:`REL_TOL`).
     """
-    n, tol = problem.n, _tol(schedule.makespan_ns)
+    n, tol = problem.n, tolerance_ns(schedule.makespan_ns)
     on_host, start, finish = schedule.on_host, schedule.start_ns, schedule.finish_ns
     preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for u, w, t in problem.edges:
@@ -248,7 +127,7 @@ def _classify(plan: PlacementResult, v: int, move: ForcedMove | None, critical: 
         return OperatorExplanation(reason="not_cim_capable", detail=why, saving_ns=None, **common)
     forced = move.makespan_ns
     saving = None if forced is None else forced - makespan
-    unchanged = saving is not None and saving <= _tol(makespan)
+    unchanged = saving is not None and saving <= tolerance_ns(makespan)
     if on_host:
         solo = solo_cim_ns(problem, v)
         if solo > problem.t_host_ns[v]:
@@ -291,7 +170,7 @@ def explain_operators(plan: PlacementResult, solve: Solve, *, operators: Iterabl
     for v in wanted:
         move = forced_move(plan, v, solve) if problem.capable(v) else None
         out.append(_classify(plan, v, move, v in critical, not_capable or {}))
-        if move is not None and move.makespan_ns is not None and move.makespan_ns < plan.schedule.makespan_ns - _tol(
+        if move is not None and move.makespan_ns is not None and move.makespan_ns < plan.schedule.makespan_ns - tolerance_ns(
                 plan.schedule.makespan_ns):
             log.warning("forcing %s to the %s found %.6g ns, better than the plan's %.6g ns (the plan is not proven "
                         "optimal)", problem.names[v], move.device, move.makespan_ns, plan.schedule.makespan_ns)
@@ -313,8 +192,6 @@ class Explanation:
 def explain_plan(plan: PlacementResult, solve: Solve, *, operators: Iterable[str] | None = None,
                  not_capable: Mapping[str, str] | None = None, with_curve: bool = True) -> Explanation:
     """The reasons (:func:`explain_operators`) and, with ``with_curve``, the budget curve."""
-    from cimsplit.passes.placement.budget import budget_curve
-
     begin = time.perf_counter()
     reasons = tuple(explain_operators(plan, solve, operators=operators, not_capable=not_capable))
     curve = budget_curve(plan, solve) if with_curve else None

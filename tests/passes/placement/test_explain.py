@@ -7,9 +7,10 @@ import pytest
 from cimsplit.passes import PlacementProblem, SolveOptions, place
 from cimsplit.passes.placement.baselines import greedy
 from cimsplit.passes.placement.budget import budget_curve
-from cimsplit.passes.placement.explain import critical_operators, explain_operators, force_device, forced_move
+from cimsplit.passes.placement.explain import critical_operators, explain_operators
 from cimsplit.passes.placement.result import PlacementResult, SolverStats
 from cimsplit.passes.placement.validate import InternalError
+from cimsplit.passes.placement.whatif import force_device, forced_move
 
 SOLVERS = ["highs", "cpsat"]
 

@@ -12,12 +12,11 @@ import random
 from dataclasses import replace
 
 import pytest
+from _brute import brute_force_optimum, random_problem
 
 from cimsplit.passes import PlacementProblem, SolveOptions, place
 from cimsplit.passes.placement.budget import budget_curve
 from cimsplit.passes.placement.explain import REASONS, explain_operators
-
-from _brute import brute_force_optimum, random_problem
 
 FAST = range(12)
 ALL = range(200)
