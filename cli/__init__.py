@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from cimsplit import __version__
 from cimsplit.errors import CimsplitError
 
 __all__ = ["main", "build_parser"]
@@ -31,6 +32,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="cimsplit", description="Partition ONNX models between a host CPU and a CIM accelerator.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    parser.add_argument("--version", action="version", version=f"cimsplit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in SUBCOMMANDS:

@@ -7,22 +7,22 @@ import json
 import sys
 
 from cimsplit.cli.args import add_model_args
-from cimsplit.errors import CimsplitError
+from cimsplit.compiler.units import parse_crossbar_size
 from cimsplit.compiler.workload import Workload
+from cimsplit.errors import CimsplitError
 
-__all__ = ["register", "run", "parse_crossbar_size", "workload_json", "workload_table"]
+__all__ = ["register", "run", "workload_json", "workload_table"]
 
 
-def parse_crossbar_size(text: str) -> tuple[int, int]:
-    """``"256x256"`` -> (rows, cols)."""
-    rows, sep, cols = text.lower().partition("x")
+def _crossbar_size(text: str) -> tuple[int, int]:
+    """``--crossbar-size`` of inspect, which has no hardware to validate it: both sides must be positive."""
     try:
-        size = (int(rows), int(cols))
-    except ValueError:
-        size = (0, 0)
-    if not sep or size[0] <= 0 or size[1] <= 0:
+        rows, cols = parse_crossbar_size(text)
+    except CimsplitError:
+        rows = cols = 0
+    if rows <= 0 or cols <= 0:
         raise CimsplitError(f"bad --crossbar-size {text!r}", hint="write ROWSxCOLS with positive integers, e.g. 256x256")
-    return size
+    return rows, cols
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.frontend import load, parse_input_shapes
 
-    crossbar_size = parse_crossbar_size(args.crossbar_size)
+    crossbar_size = _crossbar_size(args.crossbar_size)
     loaded = load(args.model, parse_input_shapes(args.input_shape), crossbar_size=crossbar_size)
     if args.json:
         sys.stdout.write(json.dumps(workload_json(loaded.workload), indent=2) + "\n")

@@ -11,13 +11,10 @@ once complete, so an interrupted run loses nothing.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 
-import onnx
-
 from cimsplit.errors import CimsplitError
+from cimsplit.files import write_atomic
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +60,10 @@ def run(args: argparse.Namespace) -> int:
         args.name, batch=args.batch, image_size=args.image_size, int8=args.int8, seed=args.seed,
         dynamic_batch=args.dynamic_batch,
     )
-    size_bytes = _write_atomically(model, path)
+    try:
+        size_bytes = write_atomic(path, model.SerializeToString())
+    except OSError as exc:
+        raise CimsplitError(f"cannot write {path}: {exc.strerror or exc}") from None
     kind = "int8 QDQ" if args.int8 else "float32"
     shape = "x".join(str(d.dim_value or d.dim_param) for d in model.graph.input[0].type.tensor_type.shape.dim)
     print(
@@ -71,27 +71,3 @@ def run(args: argparse.Namespace) -> int:
         f"{len(model.graph.node)} nodes, {zoo.parameter_count(model):,} parameters, {size_bytes / 1e6:.1f} MB"
     )
     return 0
-
-
-def _write_atomically(model: onnx.ModelProto, path: Path) -> int:
-    """Serialize to a temporary file in the target folder, then rename it over ``path``."""
-    data = model.SerializeToString()
-    tmp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise CimsplitError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-    return len(data)

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import platform
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,10 +26,11 @@ from typing import Any, Protocol
 import onnx
 import onnxruntime as ort
 
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.ort_profiler import measure
 from cimsplit.compiler.units import format_time_ns
 from cimsplit.compiler.workload import Workload
+from cimsplit.errors import CimsplitError
+from cimsplit.files import write_atomic
 
 __all__ = [
     "FORMAT_VERSION",
@@ -124,7 +124,7 @@ class HostProfile:
 
     def save(self, path: str | Path) -> None:
         """Write sorted, indented JSON atomically (same profile, same bytes)."""
-        _write_atomically(Path(path), json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n")
+        write_atomic(Path(path), json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> HostProfile:
@@ -307,19 +307,6 @@ def host_profile_for(args: argparse.Namespace, loaded: _Loaded) -> HostProfile:
         check_fingerprint(profile, loaded.fingerprint)
         return profile
     return cached_profile(loaded, threads=int(getattr(args, "threads", None) or 1))
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
-    try:
-        with handle:
-            handle.write(text)
-        os.chmod(handle.name, 0o644)  # NamedTemporaryFile creates 0600; a profile is meant to be shared
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
 
 
 def _is_number(value: Any) -> bool:

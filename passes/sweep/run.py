@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from cimsplit.errors import CimsplitError
+from cimsplit.files import write_atomic
 from cimsplit.passes.sweep.execute import execute
 from cimsplit.passes.sweep.grid import PAPER_CROSSBARS, PAPER_MVM_LATENCIES_NS, SweepGrid, SweepPoint
-from cimsplit.passes.sweep.store import Journal, read_journal, write_atomic, write_results
+from cimsplit.passes.sweep.store import Journal, read_journal, write_results
 from cimsplit.passes.sweep.task import PointTask, task_fingerprint
 
 __all__ = ["SweepSpec", "SweepObserver", "SweepOutcome", "HostSpec", "run_sweep", "write_reports", "resolve_models", "resolve_hosts", "build_tasks"]
@@ -118,19 +119,13 @@ def resolve_models(entries: Sequence[str], out_dir: Path, image_size: int | None
             data = zoo.build(entry, image_size=image_size, int8=int8).SerializeToString()
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.is_file() or path.read_bytes() != data:
-                write_bytes_atomic(path, data)
+                write_atomic(path, data)
         else:
             raise CimsplitError(f"model {entry!r} is neither an ONNX file nor a zoo model", hint=f"zoo models: {', '.join(zoo.NAMES)}")
         if label in models:
             raise CimsplitError(f"two models are both called {label!r}", hint="rename one file: the file stem names the model in the results")
         models[label] = path
     return models
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
 
 
 def resolve_hosts(specs: Sequence[str], host_profiles: Mapping[str, str]) -> list[HostSpec]:

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cimsplit.files import write_atomic
 from cimsplit.passes.sweep.grid import SweepPoint
 from cimsplit.passes.sweep.task import COLUMNS
 
-__all__ = ["JOURNAL", "RESULTS_CSV", "RESULTS_JSON", "Journal", "read_journal", "write_results", "write_atomic", "read_results"]
+__all__ = ["JOURNAL", "RESULTS_CSV", "RESULTS_JSON", "Journal", "read_journal", "write_results", "read_results"]
 
 JOURNAL = "journal.jsonl"
 RESULTS_CSV = "results.csv"
@@ -74,14 +75,6 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never half."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _csv_cell(value: Any) -> str:
