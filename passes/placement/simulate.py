@@ -81,6 +81,10 @@ def simulate(problem: PlacementProblem, on_host: Sequence[bool], host_order: Seq
 
 
 def host_order_by_start(schedule: Schedule) -> list[int]:
-    """Host operators sorted by start time (ties by index): the solver's order."""
+    """Host operators sorted by start time, ties by finish, then index: the order ``schedule`` ran them in.
+
+    A zero-length host operator may start at the same instant as a longer one and run first;
+    ordering by (start, index) alone would make it wait for the longer one.
+    """
     hosts = [v for v, h in enumerate(schedule.on_host) if h]
     return sorted(hosts, key=lambda v: (schedule.start_ns[v], schedule.finish_ns[v], v))

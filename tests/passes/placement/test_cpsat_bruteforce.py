@@ -15,7 +15,7 @@ import pytest
 from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
 from cimsplit.passes.placement.heuristics import best_heuristic
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.testing import random_problem
+from cimsplit.passes.placement.testing import random_problem, with_zero_length_host_operators
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 
 
@@ -65,12 +65,12 @@ def assert_brute_force_optimum(problem: PlacementProblem, out, optimum: float) -
     assert sum(c for c, h in zip(problem.crossbars, out.on_host) if not h) <= problem.budget
 
 
-def small_problems(count: int, seed: int) -> list[PlacementProblem]:
-    """Layered random DAGs of 1-8 operators with random budgets, transfers and io times."""
+def small_problems(count: int, seed: int, max_ops: int = 8) -> list[PlacementProblem]:
+    """Layered random DAGs of 1-``max_ops`` operators with random budgets, transfers and io times."""
     rng = random.Random(seed)
     out = []
     for i in range(count):
-        base = random_problem(rng.randint(1, 8), seed=seed * 1000 + i, style="layered",
+        base = random_problem(rng.randint(1, max_ops), seed=seed * 1000 + i, style="layered",
                               budget_fraction=rng.choice((0.3, 0.6, 1.0)))
         # Scale transfers so that some placements pay for crossing and some do not.
         k = rng.choice((0.0, 1.0, 20.0, 200.0))
@@ -82,6 +82,8 @@ def small_problems(count: int, seed: int) -> list[PlacementProblem]:
 
 
 PROBLEMS = small_problems(210, seed=7)
+ZERO_LENGTH = [with_zero_length_host_operators(p, 0.5, seed=i) for i, p in enumerate(small_problems(60, seed=8, max_ops=6))]
+"""0 ns host operators in front of CIM-capable ones: the configuration of the CP-SAT host-order bug."""
 
 
 def test_the_sample_has_branching_and_binding_budgets():
@@ -106,6 +108,22 @@ def _incomparable(p: PlacementProblem):
 @pytest.mark.parametrize("chunk", range(7))
 def test_cpsat_matches_brute_force(chunk: int):
     for problem in PROBLEMS[chunk * 30:(chunk + 1) * 30]:
+        run = solve_cpsat(problem, time_limit_s=20.0, threads=1, heuristic_time_s=0.01)
+        assert_brute_force_optimum(problem, run.outcome, brute_force_ns(problem))
+
+
+def test_the_zero_length_sample_has_them_beside_other_host_operators():
+    # A 0 ns host operator incomparable to a longer one: both can start at the same instant.
+    beside = sum(1 for p in ZERO_LENGTH
+                 if any(0 == min(p.t_host_ns[u], p.t_host_ns[v]) < max(p.t_host_ns[u], p.t_host_ns[v])
+                        for u, v in _incomparable(p)))
+    assert len(ZERO_LENGTH) == 60
+    assert beside >= 30
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_cpsat_matches_brute_force_with_zero_length_host_operators(chunk: int):
+    for problem in ZERO_LENGTH[chunk * 30:(chunk + 1) * 30]:
         run = solve_cpsat(problem, time_limit_s=20.0, threads=1, heuristic_time_s=0.01)
         assert_brute_force_optimum(problem, run.outcome, brute_force_ns(problem))
 

@@ -15,7 +15,7 @@ import pytest
 
 from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
 
-from test_cpsat_bruteforce import PROBLEMS, assert_brute_force_optimum, brute_force_ns
+from test_cpsat_bruteforce import PROBLEMS, ZERO_LENGTH, assert_brute_force_optimum, brute_force_ns
 
 OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": dict(whole_windows=True, threads=1),
            "cumulative_host": dict(cumulative_host=True, threads=1),
@@ -27,6 +27,13 @@ OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": 
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_option_matches_brute_force(option: str, chunk: int):
     for problem in PROBLEMS[chunk * 30:(chunk + 1) * 30]:
+        out = solve_cpsat(problem, time_limit_s=20.0, heuristic_time_s=0.01, **OPTIONS[option]).outcome
+        assert_brute_force_optimum(problem, out, brute_force_ns(problem))
+
+
+@pytest.mark.parametrize("option", sorted(OPTIONS))
+def test_option_matches_brute_force_with_zero_length_host_operators(option: str):
+    for problem in ZERO_LENGTH[:20]:
         out = solve_cpsat(problem, time_limit_s=20.0, heuristic_time_s=0.01, **OPTIONS[option]).outcome
         assert_brute_force_optimum(problem, out, brute_force_ns(problem))
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cimsplit.passes.placement.testing import STYLES, incomparable_pairs, random_problem
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.testing import STYLES, incomparable_pairs, random_problem, with_zero_length_host_operators
 
 
 @pytest.mark.parametrize(("style", "n"), [("detector", 93), ("detector", 100), ("detector", 251),
@@ -61,3 +62,21 @@ def test_detector_costs_look_like_a_detector():
     total = sum(p.crossbars[v] for v in capable)
     assert 0 < p.budget < total  # the crossbar budget binds
     assert any(p.writes_output) and any(t > 0 for t in p.t_in_ns)
+
+
+def test_zero_length_host_operators_take_over_the_inputs():
+    r"""
+        a -5-> b -3-> c      b, c CIM-capable; a -> c carries 4 ns
+         \-----4-----/
+    becomes a -5-> zero1 -5-> b -3-> zero3 -7-> c and a -4-> zero3: every zero
+    operator host-only, 0 ns, just before its capable operator, feeding it the sum.
+    """
+    p = PlacementProblem(names=("a", "b", "c"), t_host_ns=(1.0, 2.0, 3.0), t_cim_ns=(None, 1.0, 1.0),
+                         crossbars=(0, 1, 1), edges=((0, 1, 5.0), (0, 2, 4.0), (1, 2, 3.0)), budget=2)
+    q = with_zero_length_host_operators(p, 1.0)
+    assert q.names == ("a", "zero1", "b", "zero3", "c")
+    assert q.t_host_ns == (1.0, 0.0, 2.0, 0.0, 3.0)
+    assert q.t_cim_ns == (None, None, 1.0, None, 1.0)
+    assert q.crossbars == (0, 0, 1, 0, 1)
+    assert q.edges == ((0, 1, 5.0), (0, 3, 4.0), (1, 2, 5.0), (2, 3, 3.0), (3, 4, 7.0))
+    assert with_zero_length_host_operators(p, 0.0) == p

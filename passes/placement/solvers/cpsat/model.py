@@ -41,8 +41,9 @@ Otherwise two facts keep the answer exact:
    problem's optimum is <= the real optimum, and CP-SAT's proven bound (in
    units) times ``r`` is a lower bound on the real optimum.
 2. *The objective is real.*  The solution's placement and host order (by start,
-   ties by index, which respects precedence because floored times are >= 0 and
-   every edge goes from a lower to a higher index) are re-timed with the real
+   ties by finish, then by index: a zero-length host operator that shares its
+   start with a longer one ran first; this respects precedence because floored
+   times are >= 0 and every edge goes from a lower to a higher index) are re-timed with the real
    times by ``simulate``; that makespan is what is reported.  It exceeds the
    floored makespan by less than ``r`` per term on the critical path (at most
    ``2n + 1`` terms), so ``r`` is chosen to make this error far below the MIP
@@ -78,7 +79,7 @@ from cimsplit.passes.placement.solvers.backend import (
 )
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
-from cimsplit.passes.placement.simulate import simulate
+from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 
 __all__ = ["CpSatBackend", "CpSatRun", "solve_cpsat", "time_unit_ns"]
 
@@ -223,8 +224,6 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_ga
     hint: Schedule | None = None
     if warm_start is not None and all(h or capable[v] for v, h in enumerate(warm_start.on_host)) and sum(
             problem.crossbars[v] for v in range(n) if not warm_start.on_host[v]) <= problem.budget:
-        from cimsplit.passes.placement.simulate import host_order_by_start
-
         hint = simulate(floored, warm_start.on_host, host_order_by_start(warm_start))
     horizon = int(sum(max(host[v], acc[v]) + t_in[v] + t_out[v] for v in range(n)) + sum(t for _, _, t in edges))
     ub = horizon if hint is None or plain else min(horizon, int(round(hint.makespan_ns)))
@@ -373,7 +372,8 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_ga
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         on_host = tuple(bool(solver.Value(x[v])) for v in range(n))
         starts = [solver.Value(s[v]) for v in range(n)]
-        order = sorted((v for v in range(n) if on_host[v]), key=lambda v: (starts[v], v))
+        # Ties by finish, then index: a zero-length host operator that starts with a longer one ran first.
+        order = sorted((v for v in range(n) if on_host[v]), key=lambda v: (starts[v], starts[v] + host[v], v))
         schedule = simulate(problem, on_host, order)
     elif warm_start is not None:
         schedule = warm_start  # CP-SAT was handed it: still the incumbent
@@ -401,8 +401,7 @@ def solve_cpsat(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_ga
         solver="cpsat", status=status,
         on_host=None if schedule is None else schedule.on_host,
         start_ns=None if schedule is None else schedule.start_ns,
-        host_order=None if schedule is None else tuple(sorted(
-            (v for v in range(n) if schedule.on_host[v]), key=lambda v: (schedule.start_ns[v], v))),
+        host_order=None if schedule is None else tuple(host_order_by_start(schedule)),
         objective_ns=math.inf if schedule is None else schedule.makespan_ns,
         bound_ns=bound_ns, time_s=elapsed, n_variables=n_vars, n_constraints=n_cons)
     log.info("cp-sat %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,
