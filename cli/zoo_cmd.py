@@ -1,7 +1,7 @@
 """`cimsplit zoo`: write a model of the zoo to an ONNX file, or list the zoo.
 
     cimsplit zoo resnet18 -o out/resnet18.onnx [--int8] [--batch N] [--image-size S] [--seed N]
-    cimsplit zoo --list
+    cimsplit zoo --list      # each model with its operators and crossbars (256x256)
 
 An existing file is never replaced unless ``--force`` is given; even then the
 new model is written to a temporary file next to it and moved into place only
@@ -19,7 +19,7 @@ from cimsplit.files import write_atomic
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
-        "zoo", help="write a zoo model (resnet18, resnet50, mobilenet_v2, yolov5n) to an ONNX file",
+        "zoo", help="write a zoo model (resnet18, yolov8n, vit_tiny, ... see --list) to an ONNX file",
         description="Build a zoo model with deterministic random weights (opset 17, float32 or int8 QDQ).",
     )
     parser.add_argument("name", nargs="?", metavar="NAME", help="model name (see --list)")
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--int8", action="store_true", help="quantize to int8 QDQ with onnxruntime (static, seeded calibration)")
     parser.add_argument("--batch", type=int, default=1, metavar="N", help="batch size (default 1)")
     parser.add_argument("--dynamic-batch", action="store_true", help="write a symbolic batch dim named 'batch'")
-    parser.add_argument("--image-size", type=int, default=None, metavar="S", help="input side in pixels (default 224, yolov5n 640)")
+    parser.add_argument("--image-size", type=int, default=None, metavar="S", help="input side in pixels (default 224, YOLO 640)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="weight seed (default 0)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.set_defaults(func=run)
@@ -39,8 +39,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list:
         width = max(len(n) for n in zoo.NAMES)
+        print(f"{'model':<{width}}  {'ops':>4}  {'xbars':>5}  (operators, crossbars at 256x256)")
         for name in zoo.NAMES:
-            print(f"{name:<{width}}  {zoo.describe(name)}")
+            operators, crossbars = zoo.workload_size(name)
+            print(f"{name:<{width}}  {operators:>4}  {crossbars:>5}  {zoo.describe(name)}")
         return 0
     if not args.name:
         raise CimsplitError("no model name given", hint=f"pass one of {', '.join(zoo.NAMES)}, or --list")

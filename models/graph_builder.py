@@ -21,13 +21,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["GraphBuilder", "OPSET", "IR_VERSION", "image_input", "float_output"]
+__all__ = ["GraphBuilder", "OPSET", "IR_VERSION", "EMBEDDINGS_KEY", "image_input", "make_divisible", "float_output"]
 
 OPSET = 17
 # IR version 8 is what onnx 1.13-1.15 wrote for opset 17 and what every
 # onnxruntime since 1.14 reads; onnx 1.23 would otherwise stamp a newer one.
 IR_VERSION = 8
 PRODUCER = "cimsplit.models"
+EMBEDDINGS_KEY = "cimsplit.embeddings"  # metadata: comma-separated learned initializers that feed no layer
 
 
 class GraphBuilder:
@@ -45,6 +46,7 @@ class GraphBuilder:
         self.initializers: list[onnx.TensorProto] = []
         self._node_names: set[str] = set()
         self._tensor_names: set[str] = set()
+        self.embeddings: list[str] = []
 
     # ----------------------------------------------------------------- basics
     def constant(self, name: str, array: np.ndarray) -> str:
@@ -54,6 +56,16 @@ class GraphBuilder:
         self._tensor_names.add(name)
         self.initializers.append(numpy_helper.from_array(np.array(array, order="C"), name))  # 0-d stays 0-d
         return name
+
+    def embedding(self, name: str, array: np.ndarray) -> str:
+        """A learned tensor that is no layer's weight (ViT's class token and position embedding).
+
+        :func:`cimsplit.models.zoo.parameter_count` finds layer weights from
+        the ops that consume them; these it finds in the model's metadata
+        (``EMBEDDINGS_KEY``), which :meth:`model` writes when there are any.
+        """
+        self.embeddings.append(name)
+        return self.constant(name, array)
 
     def node(
         self, op_type: str, name: str, inputs: list[str], n_outputs: int = 1, out: str | None = None, **attrs: object,
@@ -124,6 +136,53 @@ class GraphBuilder:
             out=out, alpha=1.0, beta=1.0, transB=1,
         )
 
+    def linear(self, name: str, x: str, k_in: int, n_out: int, weight_scale: float = 1.0) -> str:
+        """nn.Linear on a 3-d input as PyTorch exports it: MatMul(x, W^T) then Add(bias).
+
+        The initializer ``name.weight`` holds W^T, shape (k_in, n_out), as the
+        exporter folds the transpose; the MatMul is node ``name``, the Add
+        ``name.bias_add`` (the front end fuses it into the MatMul's operator).
+        ``weight_scale`` shrinks a layer that closes a residual branch (see
+        :meth:`batchnorm`'s ``gamma_scale``).
+        """
+        w = self.rng.standard_normal((k_in, n_out)) * np.sqrt(1.0 / k_in) * weight_scale
+        b = self.rng.uniform(-1.0, 1.0, n_out) / np.sqrt(k_in)
+        y = self.op("MatMul", name, [x, self.constant(f"{name}.weight", w.astype(np.float32))])
+        return self.op("Add", f"{name}.bias_add", [y, self.constant(f"{name}.bias", b.astype(np.float32))])
+
+    def layernorm(self, name: str, x: str, dim: int, eps: float = 1e-6) -> str:
+        """LayerNormalization over the last axis (opset 17), scale near one."""
+        gamma = self.rng.uniform(0.5, 1.0, dim)
+        beta = self.rng.normal(0.0, 0.1, dim)
+        return self.op(
+            "LayerNormalization", name,
+            [x, self.constant(f"{name}.weight", gamma.astype(np.float32)), self.constant(f"{name}.bias", beta.astype(np.float32))],
+            axis=-1, epsilon=eps,
+        )
+
+    def squeeze_excitation(
+        self, name: str, x: str, channels: int, squeeze: int, activation: str, scale_activation: str,
+    ) -> str:
+        """torchvision.ops.SqueezeExcitation: x * scale_act(fc2(act(fc1(avgpool(x))))).
+
+        fc1/fc2 are biased 1x1 Convs; ``activation`` is "relu" or "silu"
+        (Sigmoid + Mul, as PyTorch exports SiLU), ``scale_activation``
+        "sigmoid" or "hardsigmoid" (PyTorch's relu6(x + 3) / 6 is ONNX
+        HardSigmoid with alpha 1/6, beta 0.5).
+        """
+        s = self.op("GlobalAveragePool", f"{name}.avgpool", [x])
+        s = self.conv(f"{name}.fc1", s, channels, squeeze, 1, pad=0, bias=True)
+        if activation == "relu":
+            s = self.op("Relu", f"{name}.activation", [s])
+        else:
+            s = self.op("Mul", f"{name}.activation.mul", [s, self.op("Sigmoid", f"{name}.activation.sigmoid", [s])])
+        s = self.conv(f"{name}.fc2", s, squeeze, channels, 1, pad=0, bias=True)
+        if scale_activation == "sigmoid":
+            s = self.op("Sigmoid", f"{name}.scale_activation", [s])
+        else:
+            s = self.op("HardSigmoid", f"{name}.scale_activation", [s], alpha=1.0 / 6.0, beta=0.5)
+        return self.op("Mul", f"{name}.mul", [s, x])
+
     # ----------------------------------------------------------------- output
     def model(
         self, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto], doc: str,
@@ -134,7 +193,15 @@ class GraphBuilder:
             producer_version="0.1.0", doc_string=doc,
         )
         model.ir_version = IR_VERSION
+        if self.embeddings:
+            helper.set_model_props(model, {EMBEDDINGS_KEY: ",".join(self.embeddings)})
         return model
+
+
+def make_divisible(value: float, divisor: int = 8) -> int:
+    """torchvision's ``_make_divisible``: round to a multiple of ``divisor``, never more than 10 % down."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
 
 
 def image_input(name: str, batch: int, size: int, dynamic_batch: bool) -> onnx.ValueInfoProto:

@@ -15,11 +15,17 @@ import numpy as np
 import onnx
 
 from cimsplit.errors import CimsplitError
+from cimsplit.models.efficientnet import build_efficientnet_b0
+from cimsplit.models.googlenet import build_googlenet
+from cimsplit.models.graph_builder import EMBEDDINGS_KEY
 from cimsplit.models.mobilenet_v2 import build_mobilenet_v2
+from cimsplit.models.mobilenet_v3 import build_mobilenet_v3_small
 from cimsplit.models.resnet import build_resnet18, build_resnet50
+from cimsplit.models.vit import build_vit_tiny
 from cimsplit.models.yolov5 import build_yolov5n
+from cimsplit.models.yolov8 import build_yolov8n
 
-__all__ = ["NAMES", "build", "describe", "default_image_size", "parameter_count"]
+__all__ = ["NAMES", "build", "describe", "default_image_size", "parameter_count", "workload_size"]
 
 
 @dataclass(frozen=True)
@@ -28,24 +34,55 @@ class _Entry:
     image_size: int
     size_multiple: int  # the input side must be a multiple of this (1 = any)
     description: str
+    operators: int  # workload operators of the float model, as `cimsplit inspect` counts them
+    crossbars: int  # crossbars of its CIM-capable operators at 256x256 (eq. 1)
 
 
 _ZOO: dict[str, _Entry] = {
     "resnet18": _Entry(
         build_resnet18, 224, 1,
         "ResNet-18 (torchvision): 20 Conv + BN, BasicBlocks [2,2,2,2], Gemm 512->1000; input 'input' Nx3x224x224",
+        operators=40, crossbars=201,
     ),
     "resnet50": _Entry(
         build_resnet50, 224, 1,
         "ResNet-50 (torchvision v1.5): 53 Conv + BN, Bottlenecks [3,4,6,3], Gemm 2048->1000; input 'input' Nx3x224x224",
+        operators=89, crossbars=422,
     ),
     "mobilenet_v2": _Entry(
         build_mobilenet_v2, 224, 1,
         "MobileNetV2 1.0 (torchvision): 52 Conv (17 depthwise) + BN, ReLU6 as Clip, Gemm 1280->1000; input 'input' Nx3x224x224",
+        operators=65, crossbars=142,
     ),
     "yolov5n": _Entry(
         build_yolov5n, 640, 32,
         "YOLOv5n v6+ (ultralytics): 60 Conv + BN + SiLU, C3/SPPF, export-style Detect at strides 8/16/32; input 'images' Nx3x640x640",
+        operators=122, crossbars=95,
+    ),
+    "yolov8n": _Entry(
+        build_yolov8n, 640, 32,
+        "YOLOv8n (ultralytics): 64 Conv (57 + BN + SiLU), C2f/SPPF, anchor-free Detect with DFL decode; input 'images' Nx3x640x640",
+        operators=118, crossbars=160,
+    ),
+    "googlenet": _Entry(
+        build_googlenet, 224, 1,
+        "GoogLeNet / Inception v1 (torchvision, no aux heads): 57 Conv + BN + ReLU, 9 Inception blocks, Gemm 1024->1000; input 'input' Nx3x224x224",
+        operators=82, crossbars=195,
+    ),
+    "efficientnet_b0": _Entry(
+        build_efficientnet_b0, 224, 1,
+        "EfficientNet-B0 (torchvision): 16 MBConv with squeeze-excitation, SiLU, 81 Conv (16 depthwise), Gemm 1280->1000; input 'input' Nx3x224x224",
+        operators=125, crossbars=240,
+    ),
+    "mobilenet_v3_small": _Entry(
+        build_mobilenet_v3_small, 224, 1,
+        "MobileNetV3-Small (torchvision): 11 bnecks, 9 with SE, Hardswish, 52 Conv (11 depthwise), Gemm 576->1024->1000; input 'input' Nx3x224x224",
+        operators=80, crossbars=107,
+    ),
+    "vit_tiny": _Entry(
+        build_vit_tiny, 224, 16,
+        "ViT-Tiny/16 (timm): patch Conv, 12 x (LayerNorm, 3-head attention, GELU MLP), 48 weight MatMuls, Gemm 192->1000; input 'input' Nx3x224x224",
+        operators=320, crossbars=127,
     ),
 }
 
@@ -62,6 +99,16 @@ def _entry(name: str) -> _Entry:
 def describe(name: str) -> str:
     """One-line description of a zoo model."""
     return _entry(name).description
+
+
+def workload_size(name: str) -> tuple[int, int]:
+    """(operators, crossbars at 256x256) of the float model, as ``cimsplit inspect`` reports them.
+
+    Both depend on the weights' shapes only, not on the image size or batch;
+    tests check them against the front end.
+    """
+    entry = _entry(name)
+    return entry.operators, entry.crossbars
 
 
 def default_image_size(name: str) -> int:
@@ -104,20 +151,35 @@ def build(
 
 
 def parameter_count(model: onnx.ModelProto) -> int:
-    """Learned parameters as PyTorch counts them: Conv/Gemm weights and biases, BN scale and shift.
+    """Learned parameters as PyTorch counts them.
 
-    BN running statistics are buffers, not parameters; constants such as
-    Clip bounds, Reshape shapes or YOLO grids are not parameters either.
+    Conv/Gemm/MatMul weights and biases, BN and LayerNorm scale and shift,
+    the bias ``Add`` right after a weight MatMul (nn.Linear on a 3-d input),
+    and the learned tensors the builder lists in the model's metadata
+    (``EMBEDDINGS_KEY``: ViT's class token and position embedding). BN
+    running statistics are buffers, not parameters; constants such as Clip
+    bounds, Reshape shapes or YOLO grids are not parameters either.
     Quantized weights are counted through their DequantizeLinear. With this
     rule ResNet-18 has torchvision's 11,689,512 parameters.
     """
     sizes = {t.name: int(np.prod(t.dims, dtype=np.int64)) for t in model.graph.initializer}
     dequantized = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "DequantizeLinear"}
+
+    def initializer_of(name: str) -> str | None:
+        name = dequantized.get(name, name)
+        return name if name in sizes else None
+
     counted: set[str] = set()
+    weight_matmuls: set[str] = set()
     for node in model.graph.node:
-        if node.op_type in ("Conv", "Gemm", "MatMul", "BatchNormalization"):
-            for name in node.input[1:3]:
-                name = dequantized.get(name, name)
-                if name in sizes:
-                    counted.add(name)
+        if node.op_type in ("Conv", "Gemm", "MatMul", "BatchNormalization", "LayerNormalization"):
+            learned = {n for n in map(initializer_of, node.input[1:3]) if n is not None}
+            counted |= learned
+            if node.op_type == "MatMul" and learned:
+                weight_matmuls.add(node.output[0])
+    for node in model.graph.node:
+        if node.op_type == "Add" and node.input[0] in weight_matmuls and initializer_of(node.input[1]):
+            counted.add(initializer_of(node.input[1]))
+    listed = next((p.value for p in model.metadata_props if p.key == EMBEDDINGS_KEY), "")
+    counted |= {n for n in listed.split(",") if n in sizes}
     return sum(sizes[n] for n in counted)

@@ -1,8 +1,12 @@
-"""Helpers shared by the zoo tests: op counts, shape inference, one onnxruntime run."""
+"""Helpers shared by the zoo tests: op counts, shape inference, one onnxruntime run, ``cimsplit inspect``."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -61,3 +65,15 @@ def every_conv_feeds_batchnorm(model: onnx.ModelProto, except_names: set[str] = 
             if [u.op_type for u in users] != ["BatchNormalization"]:
                 return False
     return True
+
+
+def inspect_json(model: onnx.ModelProto, folder: Path) -> dict:
+    """``cimsplit inspect --json`` on ``model`` (saved into ``folder``): operators, edges, totals."""
+    from cimsplit.cli import main
+
+    path = folder / "model.onnx"
+    onnx.save(model, path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["inspect", str(path), "--json"]) == 0
+    return json.loads(out.getvalue())

@@ -18,9 +18,11 @@ CIMSPLIT = Path(sys.executable).parent / "cimsplit"
 
 def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["zoo", "--list"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["model", "ops", "xbars"]
     assert [line.split()[0] for line in lines] == list(zoo.NAMES)
     assert all(zoo.describe(name) in line for name, line in zip(zoo.NAMES, lines))
+    assert lines[zoo.NAMES.index("vit_tiny")].split()[1:3] == ["320", "127"]  # operators, crossbars
 
 
 def test_write_creates_folders_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,27 +2,33 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
-from _zoo_helpers import initializer, run
+from _zoo_helpers import initializer, inspect_json, run
 
 from cimsplit.errors import CimsplitError
 from cimsplit.models import zoo
 
 
 def test_names_and_descriptions() -> None:
-    assert zoo.NAMES == ("resnet18", "resnet50", "mobilenet_v2", "yolov5n")
+    assert zoo.NAMES == (
+        "resnet18", "resnet50", "mobilenet_v2", "yolov5n",
+        "yolov8n", "googlenet", "efficientnet_b0", "mobilenet_v3_small", "vit_tiny",
+    )
     for name in zoo.NAMES:
         text = zoo.describe(name)
         assert text and "\n" not in text
     assert zoo.default_image_size("resnet18") == 224
-    assert zoo.default_image_size("yolov5n") == 640
+    assert zoo.default_image_size("yolov5n") == zoo.default_image_size("yolov8n") == 640
+    assert zoo.default_image_size("vit_tiny") == 224
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "yolov5n"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "yolov5n", "yolov8n", "vit_tiny"])
 def test_same_seed_same_bytes(name: str) -> None:
-    size = 64 if name != "yolov5n" else 128
+    size = 128 if name.startswith("yolo") else 64
     first = zoo.build(name, image_size=size, seed=3).SerializeToString()
     assert zoo.build(name, image_size=size, seed=3).SerializeToString() == first
 
@@ -36,14 +42,14 @@ def test_other_seed_other_weights_same_structure() -> None:
 
 @pytest.mark.parametrize("name", zoo.NAMES)
 def test_exporter_conventions(name: str) -> None:
-    size = 32 if name != "yolov5n" else 64
+    size = 64 if name.startswith("yolo") else 32
     model = zoo.build(name, image_size=size)
     names = [n.name for n in model.graph.node]
     assert all(names) and len(set(names)) == len(names)  # unique, non-empty node names
     assert model.opset_import[0].domain == "" and model.opset_import[0].version == 17
     assert model.ir_version == 8
     assert {t.data_type for t in model.graph.initializer} <= {onnx.TensorProto.FLOAT, onnx.TensorProto.INT64}
-    assert model.graph.input[0].name == ("images" if name == "yolov5n" else "input")
+    assert model.graph.input[0].name == ("images" if name.startswith("yolo") else "input")
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     assert dims == [1, 3, size, size]
     assert all(o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for o in model.graph.output)
@@ -87,3 +93,18 @@ def test_unknown_name_lists_the_zoo() -> None:
 def test_bad_sizes_are_refused(kwargs: dict, word: str) -> None:
     with pytest.raises(CimsplitError, match=word):
         zoo.build(**kwargs)
+
+
+@pytest.mark.slow  # ResNet-18's 40 and 201 are also hand-checked in tests/compiler/test_frontend_zoo.py
+@pytest.mark.parametrize("name", zoo.NAMES[:4])
+def test_workload_size_of_the_first_four(name: str, tmp_path: Path) -> None:
+    """``zoo --list``'s figures are the front end's (the newer models check theirs in their own files)."""
+    doc = inspect_json(zoo.build(name, image_size=64 if name.startswith("yolo") else 32), tmp_path)
+    assert (doc["totals"]["operators"], doc["totals"]["crossbars"]) == zoo.workload_size(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", zoo.NAMES)
+def test_workload_size_does_not_depend_on_the_image_size(name: str, tmp_path: Path) -> None:
+    doc = inspect_json(zoo.build(name), tmp_path)  # the default (full) size; the fast tests use 32 or 64 px
+    assert (doc["totals"]["operators"], doc["totals"]["crossbars"]) == zoo.workload_size(name)

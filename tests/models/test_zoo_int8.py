@@ -60,7 +60,10 @@ def test_int8_is_deterministic(resnet18_int8: onnx.ModelProto) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "size"), [("resnet50", 64), ("mobilenet_v2", 64), ("yolov5n", 128)])
+@pytest.mark.parametrize(("name", "size"), [
+    ("resnet50", 64), ("mobilenet_v2", 64), ("yolov5n", 128),
+    ("yolov8n", 64), ("googlenet", 32), ("efficientnet_b0", 32), ("mobilenet_v3_small", 32), ("vit_tiny", 32),
+])
 def test_int8_other_models_run(name: str, size: int) -> None:
     model = zoo.build(name, image_size=size, int8=True)
     onnx.checker.check_model(model, full_check=True)
