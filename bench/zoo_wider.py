@@ -56,6 +56,16 @@ def zoo_problems(name: str, hw: str, points: list[tuple[int, float]]) -> list[tu
     return problems
 
 
+def summary(records: list[dict]) -> str:
+    """One line: how many points were proven (optimal, or within the solver's relative gap limit), how fast."""
+    proven = [r for r in records if r["status"] in ("optimal", "gap_limit")]
+    open_ = [f"{r['instance']} {100 * r['gap']:.1f}%" for r in records if r not in proven]
+    return (f"# proven: {len(proven)} of {len(records)} (optimal or within the gap limit), at most "
+            f"{max((r['time'] for r in proven), default=math.nan):.2f} s among them; first solution within 1 % at most "
+            f"{max((r['t1'] for r in records if r['t1'] is not None), default=math.nan):.2f} s; "
+            f"not proven at the limit: {', '.join(open_) or 'none'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default=NEW_MODELS)
@@ -84,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                                 **{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()}))
     print()
     print(f"# {args.hw}, points {args.points}; time limit {args.time_limit:g} s for every size; seed {args.seed}")
-    proven = [r for r in records if r["status"] == "optimal"]
-    print(f"# proven optimal: {len(proven)} of {len(records)}; "
-          f"at most {max((r['time'] for r in proven), default=math.nan):.2f} s among them")
+    print(summary(records))
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=1))
     return 0
