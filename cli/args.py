@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
         "--input-shape", metavar="NAME=D0,D1,...", action="append", default=[],
         help="fix the shape of a graph input with symbolic or unknown dims (repeatable)",
     )
+    group.add_argument(
+        "--freeze-input", metavar="NAME=VALUE", action="append", default=[],
+        help="make a scalar or small graph input a constant and fold what depends on it, e.g. an If on it (repeatable)",
+    )
 
 
 def add_hardware_args(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +40,9 @@ def add_hardware_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bus-bandwidth", metavar="B", help="CPU-CIM bus and CIM internal bandwidth, e.g. 20.48GB/s")
     group.add_argument("--crossbar-size", metavar="RxC", help="crossbar rows x columns, e.g. 256x256")
     group.add_argument("--host-profile", metavar="FILE", help="host latencies measured by `cimsplit profile` (default: profile this machine)")
+    group.add_argument("--op-latency", metavar="NAME=DURATION", action="append", default=[],
+                       help="host latency of an operator onnxruntime cannot profile (custom domain), by node name or "
+                            "op type, e.g. MyOp=2us (repeatable)")
     group.add_argument("--paper-exact", action="store_true", help="no graph input/output transfers (the paper's model)")
 
 
@@ -55,21 +63,27 @@ class CostedModel:
     loaded: LoadedModel
     profile: HostProfile
     costs: Costs
+    warnings: tuple[str, ...] = ()
+    """For plan.json: operators whose host latency is unknown (compiler/opaque.py)."""
 
 
 def costed_model(args: argparse.Namespace) -> CostedModel:
     """Hardware, simplified model, host profile (given or measured here) and costs, from the flags."""
     from cimsplit.compiler.costs import build_costs
+    from cimsplit.compiler.freeze import parse_frozen_inputs
     from cimsplit.compiler.frontend import load, parse_input_shapes
     from cimsplit.compiler.hardware import hardware_from_args
     from cimsplit.compiler.host_profile import host_profile_for
+    from cimsplit.compiler.opaque import opaque_latencies, parse_op_latencies
 
     hardware = hardware_from_args(args)
     loaded = load(args.model, parse_input_shapes(args.input_shape),
-                  crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols))
+                  crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols),
+                  frozen_inputs=parse_frozen_inputs(args.freeze_input))
     profile = host_profile_for(args, loaded)
+    profile, warnings = opaque_latencies(profile, loaded.model, parse_op_latencies(getattr(args, "op_latency", None)))
     costs = build_costs(loaded.workload, hardware, profile, paper_exact=args.paper_exact)
-    return CostedModel(hardware, loaded, profile, costs)
+    return CostedModel(hardware, loaded, profile, costs, warnings)
 
 
 def partition_from_args(args: argparse.Namespace, costed: CostedModel) -> PlacementResult:
@@ -81,6 +95,8 @@ def partition_from_args(args: argparse.Namespace, costed: CostedModel) -> Placem
     options = SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
                            verbose=args.verbose)
     result = place(problem, options)
+    if costed.warnings:  # operators without a host latency: plan.json says so
+        result = dataclasses.replace(result, warnings=(*costed.warnings, *result.warnings))
     for warning in result.warnings:
         sys.stderr.write(f"warning: {warning}\n")
     return result

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     artifacts = build_artifacts(
         loaded.model, loaded.workload, result, hardware,
         model_path=str(model_path.resolve()), fingerprint=loaded.fingerprint,
-        report=result_to_json(result, loaded.workload, costs, profile=profile),
+        report=result_to_json(result, loaded.workload, costs, profile=profile) | _frozen_report(args),
     )
     write_artifacts(out_dir, artifacts, force=args.force, protect=(model_path,))
 
@@ -70,3 +70,11 @@ def run(args: argparse.Namespace) -> int:
           f"{format_time_ns(sum(t.latency_ns for t in plan.transfers))} on the bus")
     print("files: annotated.onnx, " + ", ".join(p.file for p in parts) + ", partitioned.onnx, plan.json, trace.json")
     return 0
+
+
+def _frozen_report(args: argparse.Namespace) -> dict:
+    """``--freeze-input`` values for plan.json, so that ``run --check`` feeds them to the original model."""
+    from cimsplit.compiler.freeze import parse_frozen_inputs
+
+    frozen = parse_frozen_inputs(args.freeze_input)
+    return {"frozen_inputs": frozen} if frozen else {}

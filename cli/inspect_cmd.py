@@ -34,10 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cimsplit.compiler.freeze import parse_frozen_inputs
     from cimsplit.compiler.frontend import load, parse_input_shapes
 
     crossbar_size = _crossbar_size(args.crossbar_size)
-    loaded = load(args.model, parse_input_shapes(args.input_shape), crossbar_size=crossbar_size)
+    loaded = load(args.model, parse_input_shapes(args.input_shape), crossbar_size=crossbar_size,
+                  frozen_inputs=parse_frozen_inputs(args.freeze_input))
     if args.json:
         sys.stdout.write(json.dumps(workload_json(loaded.workload), indent=2) + "\n")
     else:

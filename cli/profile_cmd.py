@@ -15,8 +15,8 @@ from pathlib import Path
 
 from cimsplit.cli.args import add_model_args
 from cimsplit.cli.table import format_table
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.units import format_time_ns
+from cimsplit.errors import CimsplitError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cimsplit.compiler.freeze import parse_frozen_inputs
     from cimsplit.compiler.frontend import load, parse_input_shapes
     from cimsplit.compiler.host_profile import profile_model
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         if output.exists() and not args.force:
             raise CimsplitError(f"{output} already exists", hint="pass --force to overwrite it")
 
-    loaded = load(args.model, parse_input_shapes(args.input_shape))
+    loaded = load(args.model, parse_input_shapes(args.input_shape), frozen_inputs=parse_frozen_inputs(args.freeze_input))
     profile = profile_model(
         loaded, runs=args.runs, warmup=args.warmup, threads=args.threads, seed=args.seed,
         progress=False if args.no_progress else None,

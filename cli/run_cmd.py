@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="time N inferences pipelined across host and CIM (throughput)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per onnxruntime session (default 1)")
+    parser.add_argument("--custom-op-library", action="append", default=[], metavar="PATH",
+                        help="an onnxruntime custom-op shared library for operators of custom domains (repeatable)")
     parser.set_defaults(func=run)
 
 
@@ -141,8 +143,9 @@ def quantization_steps(model_path: str) -> dict[str, float]:
     return steps
 
 
-def reference_outputs(model_path: str, feeds: dict[str, np.ndarray], names: list[str], threads: int) -> dict[str, np.ndarray]:
-    """The original model's outputs on ``feeds`` in plain onnxruntime."""
+def reference_outputs(model_path: str, feeds: dict[str, np.ndarray], names: list[str], threads: int,
+                      custom_op_libraries: list[str] = (), frozen: dict[str, list[float]] | None = None) -> dict[str, np.ndarray]:
+    """The original model's outputs on ``feeds`` in plain onnxruntime; inputs frozen at compile time take their values."""
     import onnxruntime as ort
 
     from cimsplit.runtime.devices import session_options
@@ -152,12 +155,27 @@ def reference_outputs(model_path: str, feeds: dict[str, np.ndarray], names: list
         raise CimsplitError(f"the original model {path} is gone (moved or deleted), so --check cannot run",
                             hint="put it back or recompile")
     try:
-        session = ort.InferenceSession(str(path), sess_options=session_options(threads), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(path), sess_options=session_options(threads, custom_op_libraries=custom_op_libraries),
+                                       providers=["CPUExecutionProvider"])
+    except CimsplitError:
+        raise
     except Exception as exc:  # onnxruntime raises its own exception types
         raise CimsplitError(f"onnxruntime cannot load the original model {path}: {exc}") from exc
     wanted = {i.name for i in session.get_inputs()}
-    values = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
+    feeds = {k: v for k, v in feeds.items() if k in wanted}
+    for spec in session.get_inputs():
+        if spec.name in (frozen or {}) and spec.name not in feeds:
+            dtype = np.dtype(_ORT_TYPES.get(spec.type, "float32"))
+            values_in = np.array(frozen[spec.name], dtype=dtype)
+            shape = [d if isinstance(d, int) else len(values_in) for d in spec.shape]
+            feeds[spec.name] = values_in.reshape(shape) if values_in.size == int(np.prod(shape)) else np.full(shape, values_in[0])
+    values = session.run(names, feeds)
     return dict(zip(names, values))
+
+
+_ORT_TYPES = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
+              "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int16)": "int16", "tensor(int8)": "int8",
+              "tensor(uint8)": "uint8", "tensor(bool)": "bool"}
 
 
 def _fmt_ns(ns: float) -> str:
@@ -174,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise CimsplitError(f"--threads must be one or more, got {args.threads}")
     given = parse_inputs(args.input)
-    with Session(args.dir, threads=args.threads) as session:
+    with Session(args.dir, threads=args.threads, custom_op_libraries=args.custom_op_library) as session:
         feeds = session.check_feeds(random_inputs(session.input_specs, args.seed, given))
         outputs = session.run(feeds)
         stats = session.transfer_stats
@@ -214,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"saved outputs to {args.save_outputs}")
 
     if args.check:
-        ref = reference_outputs(session.manifest.model_path, feeds, list(outputs), args.threads)
+        ref = reference_outputs(session.manifest.model_path, feeds, list(outputs), args.threads, args.custom_op_library,
+                                frozen=session.manifest.plan.report.get("frozen_inputs"))
         steps = quantization_steps(session.manifest.model_path)
         ok = True
         print(f"check against {session.manifest.model_path} (atol {ATOL:g}, rtol {RTOL:g}; "

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
 
 from cimsplit.compiler.fingerprint import fingerprint
+from cimsplit.compiler.freeze import freeze_inputs
 from cimsplit.compiler.loader import apply_input_shapes, parse_input_shapes, read_model, resolve_input_shapes
 from cimsplit.compiler.simplify import simplify
 from cimsplit.compiler.workload import Workload
@@ -48,13 +50,18 @@ def load(
     path: str | Path,
     input_shapes: dict[str, tuple[int, ...]] | None = None,
     crossbar_size: tuple[int, int] = (256, 256),
+    frozen_inputs: Mapping[str, list[float]] | None = None,
 ) -> LoadedModel:
-    """Load ``path`` and build its workload for ``crossbar_size`` (rows, cols) crossbars."""
+    """Load ``path`` and build its workload for ``crossbar_size`` (rows, cols) crossbars.
+
+    ``frozen_inputs`` (``--freeze-input``) become constants before simplification (:mod:`freeze`).
+    """
     start = time.perf_counter()
     model = read_model(path)
     shapes = resolve_input_shapes(model, input_shapes)
     apply_input_shapes(model, shapes)
-    simplified = simplify(model, shapes)
+    model = freeze_inputs(model, frozen_inputs or {})
+    simplified = simplify(model, {name: dims for name, dims in shapes.items() if name not in (frozen_inputs or {})})
     workload = build_workload(simplified, crossbar_size)
     used_inputs = {vi.name for vi in simplified.graph.input}
     loaded = LoadedModel(

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import onnx
 import onnxruntime as ort
 
+from cimsplit.compiler.opaque import profilable_part
 from cimsplit.compiler.ort_profiler import measure
 from cimsplit.compiler.units import format_time_ns
 from cimsplit.compiler.workload import Workload
@@ -202,11 +203,15 @@ def profile_onnx(
     names = [node.name for node in model.graph.node]
     if any(not name for name in names) or len(set(names)) != len(names):
         raise CimsplitError("every node must have a unique, non-empty name to be profiled", hint="load the model through cimsplit's front end")
-    measurement = measure(model, input_shapes, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=progress)
+    # Nodes onnxruntime cannot load (custom domains) are left out of the measured model; see compiler/opaque.py.
+    measured, unprofiled = profilable_part(model)
+    measurement = measure(measured, input_shapes, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=progress)
     nodes = {
         name: {"op_type": s.op_type, "median_ns": s.median_ns, "p10_ns": s.p10_ns, "p90_ns": s.p90_ns, "samples": s.samples}
         for name, s in measurement.nodes.items()
     }
+    nodes |= {node.name: {"op_type": node.op_type, "median_ns": 0.0, "p10_ns": 0.0, "p90_ns": 0.0, "samples": 0, "opaque": True}
+              for node in model.graph.node if node.name in unprofiled}
     return HostProfile(
         format_version=FORMAT_VERSION,
         fingerprint=fingerprint,

@@ -148,6 +148,12 @@ def _measure_shapes_with_ort(
     outputs = [o for o in probe.graph.output if o.name not in custom]
     del probe.graph.output[:]
     probe.graph.output.extend(outputs)
+    # The feeds carry the shapes: leave the graph's own shapes out, so that onnxruntime's load-time
+    # inference does not check branches the run does not take against them (silero VAD's 8 kHz If branch).
+    _clear_value_info(probe.graph)
+    for vi in [*probe.graph.input, *probe.graph.output]:
+        for i, dim in enumerate(vi.type.tensor_type.shape.dim):
+            dim.dim_param = f"{vi.name}_d{i}"
     existing = {o.name for o in probe.graph.output}
     for name in names:
         if name not in existing:
@@ -172,6 +178,20 @@ def _measure_shapes_with_ort(
     return {name: tuple(int(d) for d in np.shape(v)) for name, v in zip(names, values)}
 
 
+def _first_line(exc: BaseException) -> str:
+    """The last status message of an onnxruntime error (its innermost cause), else its first line."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return text.rsplit("Status Message: ", 1)[-1]
+
+
+def _clear_value_info(graph: onnx.GraphProto) -> None:
+    del graph.value_info[:]
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                _clear_value_info(sub)
+
+
 def _set_value_info(model: onnx.ModelProto, measured: Mapping[str, Shape], elem_types: Mapping[str, int]) -> None:
     by_name = {vi.name: vi for vi in list(model.graph.value_info) + list(model.graph.output)}
     for name, shape in measured.items():
@@ -186,8 +206,14 @@ def _set_value_info(model: onnx.ModelProto, measured: Mapping[str, Shape], elem_
             shape_proto.dim.add().dim_value = d
 
 
-def infer_static_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.ModelProto:
-    """Return ``model`` with a static shape in ``value_info`` for every activation tensor."""
+def infer_static_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, Shape],
+                        unsimplified: onnx.ModelProto | None = None) -> onnx.ModelProto:
+    """Return ``model`` with a static shape in ``value_info`` for every activation tensor.
+
+    Shapes inference cannot settle are measured by one onnxruntime run of ``model``, or, when
+    onnxruntime cannot load it (folding for the fixed shapes broke a branch the run does not
+    take), of ``unsimplified`` for the tensors it has under the same names.
+    """
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, RuntimeError, ValueError) as exc:
@@ -204,12 +230,25 @@ def infer_static_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, Shape
             measured = _measure_shapes_with_ort(inferred, measurable, input_shapes)
         except Exception as exc:  # noqa: BLE001 - any ORT failure becomes one clear error below
             log.debug("onnxruntime shape probe failed: %s", exc)
-            measured = {}
+            measured, probe_error = {}, _first_line(exc)
+        else:
+            probe_error = None
+        if unsimplified is not None and len(measured) < len(measurable):
+            known = {o for n in unsimplified.graph.node for o in n.output} | {vi.name for vi in unsimplified.graph.input}
+            try:
+                measured |= _measure_shapes_with_ort(
+                    unsimplified, [n for n in measurable if n in known and n not in measured], input_shapes)
+            except Exception as exc:  # noqa: BLE001
+                log.debug("onnxruntime shape probe of the unsimplified model failed: %s", exc)
+                probe_error = _first_line(exc)
         missing = [name for name in measurable if name not in measured]
         if missing:
+            branches = any(n.op_type in ("If", "Loop") for n in inferred.graph.node)
             raise CimsplitError(
-                f"tensor {missing[0]!r} still has an unknown shape after simplification",
-                hint="fix every symbolic input dim with --input-shape NAME=D0,D1,...",
+                f"tensor {missing[0]!r} still has an unknown shape after simplification"
+                + (f", and one onnxruntime run on seeded inputs failed ({probe_error})" if probe_error else ""),
+                hint="fix every symbolic input dim with --input-shape NAME=D0,D1,..."
+                + (", and the inputs its If/Loop nodes branch on with --freeze-input NAME=VALUE" if branches else ""),
             )
         log.info("shapes of %d tensors measured with onnxruntime: %s", len(measured), ", ".join(sorted(measured)))
         elem_types = {vi.name: vi.type.tensor_type.elem_type for vi in inferred.graph.value_info}
@@ -240,7 +279,7 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
     del slimmed.graph.value_info[:]
     slimmed.graph.value_info.extend(declared)
     used = {vi.name for vi in slimmed.graph.input}
-    return infer_static_shapes(slimmed, {k: v for k, v in input_shapes.items() if k in used})
+    return infer_static_shapes(slimmed, {k: v for k, v in input_shapes.items() if k in used}, unsimplified=model)
 
 
 def _is_used(model: onnx.ModelProto, name: str) -> bool:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+
+from cimsplit.errors import CimsplitError
 
 __all__ = ["Kernel", "Device", "CimDevice", "OrtCpuDevice", "FunctionalCimSimulator", "session_options"]
 
@@ -76,12 +78,14 @@ def _register_shared_arena() -> None:
         _arena_registered = True
 
 
-def session_options(threads: int = 1, *, shared_arena: bool = False) -> ort.SessionOptions:
+def session_options(threads: int = 1, *, shared_arena: bool = False,
+                    custom_op_libraries: Sequence[str] = ()) -> ort.SessionOptions:
     """onnxruntime options used for every session: ``threads`` intra-op threads, sequential, all optimizations.
 
     ``shared_arena`` makes the session allocate from the process-wide arena
     (:func:`_register_shared_arena`) instead of an arena of its own, tensor
-    by tensor (no memory pattern).
+    by tensor (no memory pattern).  ``custom_op_libraries`` are shared libraries
+    registering custom operators (``run --custom-op-library``).
     """
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -89,6 +93,12 @@ def session_options(threads: int = 1, *, shared_arena: bool = False) -> ort.Sess
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
+    for library in custom_op_libraries:
+        try:
+            options.register_custom_ops_library(str(library))
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+            raise CimsplitError(f"onnxruntime cannot load the custom-op library {str(library)!r}: {_first_line(exc)}",
+                                hint="give the path of a shared library built against this onnxruntime") from None
     if shared_arena:
         _register_shared_arena()
         options.add_session_config_entry("session.use_env_allocators", "1")
@@ -108,11 +118,20 @@ class _OrtKernel:
 
     fresh_outputs = True
 
-    def __init__(self, model: onnx.ModelProto, threads: int) -> None:
-        self._session = ort.InferenceSession(
-            model.SerializeToString(), sess_options=session_options(threads, shared_arena=True),
-            providers=["CPUExecutionProvider"],
-        )
+    def __init__(self, model: onnx.ModelProto, threads: int, custom_op_libraries: Sequence[str] = ()) -> None:
+        options = session_options(threads, shared_arena=True, custom_op_libraries=custom_op_libraries)
+        try:
+            self._session = ort.InferenceSession(model.SerializeToString(), sess_options=options,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+            custom = sorted({f"{n.domain}:{n.op_type}" for n in model.graph.node if n.domain not in _ORT_DOMAINS})
+            if not custom:
+                raise
+            raise CimsplitError(
+                f"onnxruntime cannot load partition {model.graph.name!r}: it uses {', '.join(custom)}, "
+                f"which no registered library provides ({_first_line(exc)})",
+                hint="pass --custom-op-library PATH, a shared library that registers it",
+            ) from None
         self._outputs = [o.name for o in self._session.get_outputs()]
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -120,14 +139,15 @@ class _OrtKernel:
 
 
 class OrtCpuDevice:
-    """The host: onnxruntime's CPU execution provider."""
+    """The host: onnxruntime's CPU execution provider, with the custom-op libraries given."""
 
-    def __init__(self, threads: int = 1, name: str = "host") -> None:
+    def __init__(self, threads: int = 1, name: str = "host", custom_op_libraries: Sequence[str] = ()) -> None:
         self.name = name
         self.threads = threads
+        self.custom_op_libraries = tuple(custom_op_libraries)
 
     def load(self, model: onnx.ModelProto) -> Kernel:
-        return _OrtKernel(model, self.threads)
+        return _OrtKernel(model, self.threads, self.custom_op_libraries)
 
 
 class FunctionalCimSimulator(OrtCpuDevice):
@@ -137,5 +157,13 @@ class FunctionalCimSimulator(OrtCpuDevice):
     (:mod:`cimsplit.runtime.timeline`).
     """
 
-    def __init__(self, threads: int = 1) -> None:
-        super().__init__(threads=threads, name="cim")
+    def __init__(self, threads: int = 1, custom_op_libraries: Sequence[str] = ()) -> None:
+        super().__init__(threads=threads, name="cim", custom_op_libraries=custom_op_libraries)
+
+
+_ORT_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training"})
+"""Operator domains onnxruntime's CPU provider implements without a custom-op library."""
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -38,15 +38,16 @@ class Session:
 
     ``cim_device`` replaces the default functional CIM simulator (any object
     with ``name`` and ``load(model) -> kernel``); ``threads`` is the intra-op
-    thread count of every onnxruntime session.
+    thread count of every onnxruntime session; ``custom_op_libraries`` are
+    registered with each (operators of custom domains).
     """
 
     def __init__(self, plan_dir: str | Path, *, cim_device: Device | None = None,
-                 host_device: Device | None = None, threads: int = 1) -> None:
+                 host_device: Device | None = None, threads: int = 1, custom_op_libraries: Sequence[str] = ()) -> None:
         self.manifest: Manifest = load_manifest(plan_dir)
         self.devices: dict[str, Device] = {
-            "host": host_device or OrtCpuDevice(threads=threads),
-            "cim": cim_device or FunctionalCimSimulator(threads=threads),
+            "host": host_device or OrtCpuDevice(threads=threads, custom_op_libraries=custom_op_libraries),
+            "cim": cim_device or FunctionalCimSimulator(threads=threads, custom_op_libraries=custom_op_libraries),
         }
         self._kernels: dict[str, Kernel] = {}
         for part in self.manifest.partitions:

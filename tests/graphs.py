@@ -215,3 +215,46 @@ def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx", 
         extra_options={"QDQKeepRemovableActivations": True},
     )
     return out
+
+
+# Shaped like silero VAD: the network hides in the branches of an If on an input.
+# x[1,2,8,8], sr int64 scalar -> Equal(sr, 16000) -> If
+#   then (16 kHz): Conv 3x3 pad 1 (4) -> Relu -> Conv 1x1 (3) -> y[1,3,8,8]
+#   else ( 8 kHz): Conv 1x1 (5) -> y[1,5,8,8]       (the branches' shapes differ: y's is unknown statically)
+def silero_like() -> onnx.ModelProto:
+    return parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        vad (float[1,2,8,8] x, int64 sr) => (float[1,?,8,8] y) {{
+          k = Constant <value = int64 {{16000}}> ()
+          c = Equal(sr, k)
+          y = If (c) <then_branch = hi () => (float[1,3,8,8] t) {{
+                          h = Conv <pads = [1, 1, 1, 1]> (x, w16)
+                          r = Relu(h)
+                          t = Conv(r, w16b) }},
+                      else_branch = lo () => (float[1,5,8,8] e) {{ e = Conv(x, w8) }}>
+        }}""",
+        weights(7, w16=(4, 2, 3, 3), w16b=(3, 4, 1, 1), w8=(5, 2, 1, 1)),
+    )
+
+
+# x[1,3,8,8] -> conv1: Conv 3x3 pad 1 (4) -> op: DOMAIN:OP (declared [1,4,8,8] outputs a, b) -> sub: Sub(b, a)
+#   -> conv2: Conv 3x3 pad 1 (4) -> y[1,4,8,8]
+# With ai.onnx.contrib:NegPos (onnxruntime-extensions) a = min(c1, 0), b = max(c1, 0), so sub = |c1|.
+def custom_op_chain(domain: str = "com.example", op: str = "MyOp") -> onnx.ModelProto:
+    w = weights(8, w1=(4, 3, 3, 3), w2=(4, 4, 3, 3))
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node(op, ["c1"], ["a", "b"], name="op", domain=domain),
+        helper.make_node("Sub", ["b", "a"], ["s"], name="sub"),
+        helper.make_node("Conv", ["s", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], initializer=w,
+        value_info=[helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 8, 8]) for n in ("a", "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(domain, 1)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model

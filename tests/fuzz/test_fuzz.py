@@ -13,10 +13,9 @@ import numpy as np
 import onnx
 import onnx.printer
 import pytest
+from differential import check_model, check_seed, is_int8_seed
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-
-from differential import check_model, check_seed, is_int8_seed
 from random_models import HypothesisChoices, random_model, seeded_model
 
 DEFAULT_SEEDS = (4, 10, 13, 14, 22)
