@@ -38,7 +38,7 @@ def main() -> int:
     parser.add_argument("--seeds", default="0-19", help="e.g. 0-999 or 3,7,10-20")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     parser.add_argument("--time-limit", type=float, default=2.0, help="solver time limit per compile (s)")
-    parser.add_argument("--max-steps", type=int, default=10, help="most operators drawn per model")
+    parser.add_argument("--max-steps", type=int, default=16, help="most operators drawn per model")
     parser.add_argument("--keep", type=Path, help="keep failing seeds' folders here")
     parser.add_argument("--save", type=Path, help="also write the summary to this file")
     args = parser.parse_args()
