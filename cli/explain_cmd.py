@@ -3,7 +3,7 @@
     cimsplit explain DIR   [--operator NAME ...] [--json] [--budget-curve [--plot FILE]]
     cimsplit explain MODEL [model, hardware and solver flags] [same options]
 
-On a compiled directory it reads ``explain.json`` (written by ``compile``); on a
+On a compiled directory it reads ``explain.json`` (written by ``compile --explain``); on a
 model it solves the plan, then every forced move and the budget curve with the
 same solver and limits.  Each operator gets one reason (not CIM-capable, never
 profitable, on the CIM with its saving, crowded out by the budget, off the
@@ -18,12 +18,18 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cimsplit.cli.args import add_hardware_args, add_model_args, add_solver_args
 from cimsplit.cli.table import format_table
 from cimsplit.compiler.units import format_time_ns
 from cimsplit.errors import CimsplitError
+
+if TYPE_CHECKING:
+    from cimsplit.cli.args import CostedModel
+    from cimsplit.passes.placement.explain import Explanation
+    from cimsplit.passes.placement.problem import PlacementProblem
+    from cimsplit.passes.placement.result import PlacementResult
 
 EXPLAIN_FILE = "explain.json"
 
@@ -52,19 +58,33 @@ def _from_directory(directory: Path) -> dict[str, Any]:
     path = directory / EXPLAIN_FILE
     if not path.is_file():
         raise CimsplitError(f"{directory} has no {EXPLAIN_FILE}",
-                            hint="compile it again with this version, or run `cimsplit explain MODEL`")
+                            hint="compile it with --explain, or run `cimsplit explain MODEL`")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CimsplitError(f"cannot read {path}: {exc}") from exc
 
 
-def _from_model(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
-    from cimsplit.cli.args import check_solver_args, costed_model, partition_from_args
-    from cimsplit.passes.emit.explanation import explanation_to_json
+def explain_from_args(args: argparse.Namespace, costed: CostedModel, plan: PlacementResult) -> Explanation:
+    """Every forced move and the budget curve of ``plan``, with the solver flags' solver and limits."""
     from cimsplit.passes.placement.driver import place
     from cimsplit.passes.placement.explain import explain_plan
     from cimsplit.passes.placement.options import SolveOptions
+
+    options = SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
+                           verbose=args.verbose)
+
+    def solve(problem: PlacementProblem) -> PlacementResult:
+        return place(problem, options)
+
+    not_capable = {op.name: op.reason or "not CIM-capable" for op in costed.loaded.workload.operators
+                   if not op.cim_capable}
+    return explain_plan(plan, solve, operators=getattr(args, "operator", None), not_capable=not_capable)
+
+
+def _from_model(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
+    from cimsplit.cli.args import check_solver_args, costed_model, partition_from_args
+    from cimsplit.passes.emit.explanation import explanation_to_json
 
     check_solver_args(args)
     costed = costed_model(args)
@@ -73,16 +93,7 @@ def _from_model(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
     if unknown:
         raise CimsplitError(f"the model has no operator {unknown[0]!r}",
                             hint="`cimsplit inspect MODEL` lists the operators")
-
-    options = SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
-                           verbose=args.verbose)
-
-    def solve(problem):
-        return place(problem, options)
-
-    not_capable = {op.name: op.reason or "not CIM-capable" for op in costed.loaded.workload.operators
-                   if not op.cim_capable}
-    explanation = explain_plan(plan, solve, operators=args.operator, not_capable=not_capable)
+    explanation = explain_from_args(args, costed, plan)
     return explanation_to_json(explanation), explanation.time_s
 
 

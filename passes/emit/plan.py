@@ -11,7 +11,7 @@ track per overlapping lane of the bus; ``ts``/``dur`` in microseconds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,10 @@ __all__ = [
 ]
 
 _US_PER_NS = 1e-3
+_CRITICAL_TID = 100
+"""First track id of the critical-path tracks (the bus tracks count up from 3)."""
+_CRITICAL_COLOUR = "terrible"
+"""A Chrome trace reserved colour name (red)."""
 
 
 def tensor_specs(values: list[onnx.ValueInfoProto]) -> tuple[TensorSpec, ...]:
@@ -138,8 +142,13 @@ def _lanes(intervals: list[tuple[float, float]]) -> list[int]:
     return lanes
 
 
-def build_trace(timeline: PlanTimeline | Mapping[str, Any], model_name: str = "model") -> dict[str, Any]:
-    """Chrome trace (Perfetto-loadable) of the modeled schedule in ``timeline`` (typed, or its JSON mapping)."""
+def build_trace(timeline: PlanTimeline | Mapping[str, Any], model_name: str = "model",
+                critical: Collection[str] = ()) -> dict[str, Any]:
+    """Chrome trace (Perfetto-loadable) of the modeled schedule in ``timeline`` (typed, or its JSON mapping).
+
+    Operators named in ``critical`` (the plan's critical path) are coloured, carry
+    ``critical_path: true`` and are repeated on a "critical path" track.
+    """
     if not isinstance(timeline, PlanTimeline):
         timeline = PlanTimeline.from_json(timeline)
     pid = 1
@@ -155,6 +164,20 @@ def build_trace(timeline: PlanTimeline | Mapping[str, Any], model_name: str = "m
             "name": op.name, "cat": "Node", "ph": "X", "pid": pid, "tid": tids[op.device],
             "ts": op.start_ns * _US_PER_NS, "dur": op.duration_ns * _US_PER_NS,
             "args": {"device": op.device, "start_ns": op.start_ns, "finish_ns": op.finish_ns},
+        })
+        if op.name in critical:
+            events[-1]["args"]["critical_path"] = True
+            events[-1]["cname"] = _CRITICAL_COLOUR
+    path = [op for op in timeline.operators if op.name in critical]
+    path_lanes = _lanes([(op.start_ns, op.finish_ns) for op in path])
+    for lane in sorted(set(path_lanes)):
+        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": _CRITICAL_TID + lane,
+                       "args": {"name": "critical path" if lane == 0 else f"critical path ({lane + 1})"}})
+    for op, lane in zip(path, path_lanes):
+        events.append({
+            "name": op.name, "cat": "CriticalPath", "ph": "X", "pid": pid, "tid": _CRITICAL_TID + lane,
+            "ts": op.start_ns * _US_PER_NS, "dur": op.duration_ns * _US_PER_NS, "cname": _CRITICAL_COLOUR,
+            "args": {"device": op.device},
         })
     bus: list[tuple[str, float, float, dict[str, Any]]] = []
     for edge in timeline.edges:

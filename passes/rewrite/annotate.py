@@ -9,6 +9,9 @@ survives onnx tooling:
 ``cimsplit.operator``  the workload operator the node belongs to ("" if none)
 ``cimsplit.start_ns``  modeled start of that operator
 ``cimsplit.finish_ns`` modeled finish of that operator
+``cimsplit.reason``    why the operator sits there (``cimsplit explain``), when explained
+``cimsplit.forced_makespan_ns`` the makespan with it forced to the other device
+                       (``none`` where impossible), when explained
 
 A node that belongs to no operator (a leftover ``Constant`` the front end did
 not fold, say) goes with the device of its first consumer in topological order,
@@ -49,7 +52,9 @@ KEY_DEVICE = "cimsplit.device"
 KEY_OPERATOR = "cimsplit.operator"
 KEY_START = "cimsplit.start_ns"
 KEY_FINISH = "cimsplit.finish_ns"
-KEYS = (KEY_DEVICE, KEY_OPERATOR, KEY_START, KEY_FINISH)
+KEY_REASON = "cimsplit.reason"
+KEY_FORCED = "cimsplit.forced_makespan_ns"
+KEYS = (KEY_DEVICE, KEY_OPERATOR, KEY_START, KEY_FINISH, KEY_REASON, KEY_FORCED)
 
 
 @dataclass(frozen=True)
@@ -117,17 +122,25 @@ def _format_ns(value: float) -> str:
     return repr(float(value))
 
 
-def annotate(model: onnx.ModelProto, placements: Mapping[str, NodePlacement]) -> onnx.ModelProto:
+def annotate(model: onnx.ModelProto, placements: Mapping[str, NodePlacement],
+             reasons: Mapping[str, tuple[str, float | None]] | None = None) -> onnx.ModelProto:
     """A copy of ``model`` whose nodes carry their placement in ``metadata_props``.
 
     Existing ``cimsplit.*`` entries are replaced; other metadata is kept.
     Nodes missing from ``placements`` are completed by :func:`complete_placements`.
+    ``reasons`` maps operator names to (reason, forced makespan in ns or ``None``),
+    stamped on every node of the operator.
     """
     placements = complete_placements(model, placements)
     out = onnx.ModelProto()
     out.CopyFrom(model)
     for node in out.graph.node:
-        stamp(node, placements[node.name])
+        placement = placements[node.name]
+        stamp(node, placement)
+        if reasons and placement.operator in reasons:
+            reason, forced_ns = reasons[placement.operator]
+            node.metadata_props.add(key=KEY_REASON, value=reason)
+            node.metadata_props.add(key=KEY_FORCED, value="none" if forced_ns is None else _format_ns(forced_ns))
     return out
 
 

@@ -92,8 +92,11 @@ def test_trace_json_is_a_chrome_trace_with_device_and_bus_tracks(tmp_path) -> No
     path = diamond(tmp_path)
     trace = json.loads((write_artifacts(tmp_path / "out", artifacts(path)) / "trace.json").read_text())
     threads = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
-    assert threads == {1: "host", 2: "cim", 3: "bus"}
+    assert threads == {1: "host", 2: "cim", 3: "bus", 100: "critical path"}
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    # a chain: a, b and c are each on the critical path (coloured, and repeated on its track)
+    assert [e["name"] for e in spans if e["tid"] == 100] == ["a", "b", "c"]
+    assert all(e["args"]["critical_path"] and e["cname"] == "terrible" for e in spans if e.get("cat") == "Node")
     assert all({"name", "cat", "ph", "ts", "dur", "pid", "tid", "args"} <= set(e) for e in spans)
     b = next(e for e in spans if e["name"] == "b")
     assert (b["tid"], b["ts"], b["dur"]) == (1, 0.116, 1.0)  # microseconds
