@@ -43,11 +43,11 @@ from pathlib import Path
 from cimsplit.errors import CimsplitError
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.solvers.backend import get_backend
-from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
-from cimsplit.passes.placement.solvers.cpsat.staged import solve_staged
+from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, solve_cpsat, solve_staged
 from cimsplit.passes.placement.heuristics import best_heuristic
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.testing import incomparable_pairs, random_problem
+from cimsplit.passes.placement.dag import incomparable_pairs
+from cimsplit.passes.placement.testing import random_problem
 
 
 def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> PlacementProblem:
@@ -73,10 +73,10 @@ def run_cpsat(problem: PlacementProblem, plain: bool, limit_s: float, seed: int,
     """CP-SAT as ``--solver cpsat`` runs it (staged), or the whole-graph model alone (plain, bound worker, whole)."""
     stages = ""
     if plain or bound_worker or whole:
-        run = solve_cpsat(problem, time_limit_s=limit_s, seed=seed, plain=plain, record=True,
-                          bound_worker=bound_worker)
+        options = CpSatOptions(time_limit_s=limit_s, seed=seed, plain=plain, record=True, bound_worker=bound_worker)
+        run = solve_cpsat(problem, options)
     else:
-        run, stages = solve_staged(problem, time_limit_s=limit_s, seed=seed, record=True)
+        run, stages = solve_staged(problem, CpSatOptions(time_limit_s=limit_s, seed=seed, record=True))
     out = run.outcome
     final = out.objective_ns
     found = list(run.incumbents) + ([run.warm_start] if run.warm_start and not plain else [])
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     print("  ".join(header), flush=True)
     for label, problem in instances:
         limit = args.time_limit_large if problem.n >= 300 else args.time_limit
-        pairs = incomparable_pairs(problem)
+        pairs = len(incomparable_pairs(problem))
         for backend in filter(None, args.backends.split(",")):
             for form in filter(None, args.formulations.split(",")):
                 plain = form == "plain"

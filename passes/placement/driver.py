@@ -13,6 +13,11 @@ from dataclasses import replace
 
 from cimsplit.errors import CimsplitError
 from cimsplit.passes.placement import dag
+from cimsplit.passes.placement.baselines import all_baselines
+from cimsplit.passes.placement.heuristics import best_heuristic, heuristic_budget_s
+from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
 from cimsplit.passes.placement.solvers.backend import (
     BACKENDS,
     STATUS_INFEASIBLE,
@@ -21,16 +26,10 @@ from cimsplit.passes.placement.solvers.backend import (
     BackendUnavailable,
     get_backend,
 )
-from cimsplit.passes.placement.baselines import all_baselines
-from cimsplit.passes.placement.heuristics import best_heuristic
-from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
-from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
 from cimsplit.passes.placement.validate import InternalError, validate
 
-__all__ = ["BRANCHY_PAIRS_PER_OPERATOR", "MILP_SOLVERS", "SOLVER_CHOICES", "auto_candidates", "heuristic_budget_s",
-           "place", "problem_from_costs"]
+__all__ = ["BRANCHY_PAIRS_PER_OPERATOR", "MILP_SOLVERS", "SOLVER_CHOICES", "auto_candidates", "place", "problem_from_costs"]
 
 log = logging.getLogger(__name__)
 
@@ -137,18 +136,6 @@ def auto_candidates(problem: PlacementProblem) -> tuple[list[str], str]:
     return ["gurobi", "highs"], f"nearly linear graph ({shape}, < {BRANCHY_PAIRS_PER_OPERATOR:g} per operator)"
 
 
-def heuristic_budget_s(problem: PlacementProblem, time_limit_s: float) -> float:
-    """The warm-start heuristic's budget: min(1 s, 5 % of the limit, 4 ms per operator).
-
-    The per-operator cap keeps small graphs fast: the local search otherwise
-    spends its whole work budget kicking a 3-operator chain (0.6 s).  YOLOv5n
-    (122 operators) gets 0.49 s of work, about 0.25 s of wall time; at 2 ms per
-    operator its schedule at 25 crossbars, 1000 ns was 2.0 % above the optimum,
-    at 4 ms 0.26 %.
-    """
-    return min(1.0, 0.05 * time_limit_s, 0.004 * problem.n)
-
-
 def _described(name: str) -> str:
     return "heuristic schedule" if name == "heuristic" else f"best baseline ({name})"
 
@@ -172,92 +159,22 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     limit and is included in ``SolverStats.time_s``.
     """
     _check_arguments(problem, options)
-    solver, time_limit_s, plain, warm_start = options.solver, options.time_limit_s, options.plain, options.warm_start
-    baselines = all_baselines(problem)
-    for name, schedule in baselines.items():
-        validate(problem, schedule.on_host, host_order=None, start_ns=schedule.start_ns,
-                 objective_ns=schedule.makespan_ns, source=f"baseline {name}")
+    baselines = _validated_baselines(problem)
     best_name = min(baselines, key=lambda k: (baselines[k].makespan_ns, list(baselines).index(k)))
-    best = baselines[best_name]
-    warnings: list[str] = []
-
     if problem.n == 0:
         stats = SolverStats("none", "optimal", 0.0, 0.0, 0.0, 0.0, 0, 0, 0, reason="empty workload: nothing to solve")
-        return PlacementResult(problem, best, stats, baselines, ())
-
-    heuristic_s = 0.0
-    start, start_name = best, best_name
-    if warm_start and not plain:
-        begin = time.perf_counter()
-        found = best_heuristic(problem, heuristic_budget_s(problem, time_limit_s), seed=0)
-        heuristic_s = time.perf_counter() - begin
-        found = validate(problem, found.on_host, host_order=None, start_ns=found.start_ns,
-                         objective_ns=found.makespan_ns, source="heuristic")
-        if found.makespan_ns < best.makespan_ns:
-            start, start_name = found, "heuristic"
+        return PlacementResult(problem, baselines[best_name], stats, baselines, ())
+    start, start_name, heuristic_s = _warm_start(problem, options, baselines[best_name], best_name)
     # The heuristic's clock guard is 3x its budget (<= 15 % of the limit): the solver keeps most of it.
-    backend_options = replace(options, time_limit_s=max(float(time_limit_s) - heuristic_s, 0.5 * time_limit_s))
-    # A named solver that cannot run for licence reasons degrades to HiGHS (DESIGN §9);
-    # a named solver whose package is missing is an error.
-    if solver == "auto":
-        candidates, shape = auto_candidates(problem)
-    else:
-        candidates, shape = list(dict.fromkeys([solver, "highs"])), ""
-    formulation: MilpModel | None = None
-    reasons: list[str] = []
-    outcome: BackendOutcome | None = None
-    for name in candidates:
-        try:
-            backend = get_backend(name)
-            if name in MILP_SOLVERS and formulation is None:
-                upper_ns = start.makespan_ns if warm_start and not plain else None
-                formulation = build_milp(problem, plain=plain, upper_bound_ns=upper_ns)
-            outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, backend_options,
-                                    start if warm_start else None)
-        except BackendUnavailable as exc:
-            if name == candidates[-1] or (solver != "auto" and isinstance(exc, BackendMissing)):
-                raise
-            reasons.append(f"{name} skipped: {exc.message}")
-            log.info("solver %s unavailable: %s", name, exc.message)
-            if solver != "auto":
-                warnings.append(f"--solver {solver} could not run ({exc.message}); solved with HiGHS instead")
-            continue
-        break
-    assert outcome is not None
-    if solver == "auto":
-        why = [shape, *reasons]
-        if outcome.solver == "gurobi":
-            why.append("gurobipy is installed, licensed and the model fits its licence")
-        reason = f"auto chose {outcome.solver}: {'; '.join(why)}"
-    elif reasons:
-        reason = f"requested {solver}, ran {outcome.solver}: {'; '.join(reasons)}"
-    else:
-        reason = f"requested with --solver {solver}"
-    if outcome.detail:
-        reason += f"; {outcome.detail}"
-    log.info("%s", reason)
-
+    time_left_s = max(float(options.time_limit_s) - heuristic_s, 0.5 * options.time_limit_s)
+    outcome, reason, warnings = _solve(problem, replace(options, time_limit_s=time_left_s), start)
     if outcome.status == STATUS_INFEASIBLE:
         raise InternalError(f"{outcome.solver} reports the model infeasible, but CPU-only is a feasible schedule")
+    schedule, fallback = _checked_schedule(problem, outcome, start, start_name, options.time_limit_s)
+    warnings += fallback
     # The solver's proven bound is a true lower bound also when the model carries T <= UB:
     # the optimum is <= UB, so the restricted model has the same optimum.
     bound_ns = min(outcome.bound_ns, start.makespan_ns) if outcome.bound_ns > 0 else 0.0
-    schedule: Schedule
-    if outcome.has_solution:
-        schedule = validate(problem, outcome.on_host, start_ns=outcome.start_ns,  # type: ignore[arg-type]
-                            host_order=outcome.host_order, objective_ns=outcome.objective_ns, source=outcome.solver)
-        if schedule.makespan_ns > start.makespan_ns * (1 + 1e-9):
-            warnings.append(
-                f"{outcome.solver} stopped ({outcome.status}) with a schedule of {schedule.makespan_ns:.0f} ns, "
-                f"worse than the {_described(start_name)} ({start.makespan_ns:.0f} ns): returning that instead"
-            )
-            schedule = start
-    else:
-        warnings.append(
-            f"{outcome.solver} found no solution ({outcome.status}) within {time_limit_s:g} s: "
-            f"returning the {_described(start_name)}"
-        )
-        schedule = start
     bound_ns = min(bound_ns, schedule.makespan_ns)
     stats = SolverStats(
         name=outcome.solver,
@@ -274,3 +191,94 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     for text in warnings:
         log.info("%s", text)  # returned in result.warnings; the CLI prints them
     return PlacementResult(problem, schedule, stats, baselines, tuple(warnings))
+
+
+def _validated_baselines(problem: PlacementProblem) -> dict[str, Schedule]:
+    baselines = all_baselines(problem)
+    for name, schedule in baselines.items():
+        validate(problem, schedule.on_host, host_order=None, start_ns=schedule.start_ns,
+                 objective_ns=schedule.makespan_ns, source=f"baseline {name}")
+    return baselines
+
+
+def _warm_start(problem: PlacementProblem, options: SolveOptions, best: Schedule, best_name: str
+                ) -> tuple[Schedule, str, float]:
+    """(start schedule, its name, seconds the heuristic took): the better of ``best`` and the heuristic."""
+    if not options.warm_start or options.plain:
+        return best, best_name, 0.0
+    begin = time.perf_counter()
+    found = best_heuristic(problem, heuristic_budget_s(problem, options.time_limit_s), seed=0)
+    heuristic_s = time.perf_counter() - begin
+    found = validate(problem, found.on_host, host_order=None, start_ns=found.start_ns,
+                     objective_ns=found.makespan_ns, source="heuristic")
+    if found.makespan_ns < best.makespan_ns:
+        return found, "heuristic", heuristic_s
+    return best, best_name, heuristic_s
+
+
+def _solve(problem: PlacementProblem, options: SolveOptions, start: Schedule) -> tuple[BackendOutcome, str, list[str]]:
+    """Try the candidate back ends in order; (outcome, the reason line, warnings).
+
+    A named solver that cannot run for licence reasons degrades to HiGHS (DESIGN §9);
+    a named solver whose package is missing is an error.
+    """
+    solver, plain, warm_start = options.solver, options.plain, options.warm_start
+    if solver == "auto":
+        candidates, shape = auto_candidates(problem)
+    else:
+        candidates, shape = list(dict.fromkeys([solver, "highs"])), ""
+    formulation: MilpModel | None = None
+    reasons: list[str] = []
+    warnings: list[str] = []
+    outcome: BackendOutcome | None = None
+    for name in candidates:
+        try:
+            backend = get_backend(name)
+            if name in MILP_SOLVERS and formulation is None:
+                upper_ns = start.makespan_ns if warm_start and not plain else None
+                formulation = build_milp(problem, plain=plain, upper_bound_ns=upper_ns)
+            outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, options,
+                                    start if warm_start else None)
+        except BackendUnavailable as exc:
+            if name == candidates[-1] or (solver != "auto" and isinstance(exc, BackendMissing)):
+                raise
+            reasons.append(f"{name} skipped: {exc.message}")
+            log.info("solver %s unavailable: %s", name, exc.message)
+            if solver != "auto":
+                warnings.append(f"--solver {solver} could not run ({exc.message}); solved with HiGHS instead")
+            continue
+        break
+    assert outcome is not None
+    reason = _reason(solver, outcome, shape, reasons)
+    log.info("%s", reason)
+    return outcome, reason, warnings
+
+
+def _reason(solver: str, outcome: BackendOutcome, shape: str, reasons: list[str]) -> str:
+    """Why this back end ran (the plan's ``solver.reason``)."""
+    if solver == "auto":
+        why = [shape, *reasons]
+        if outcome.solver == "gurobi":
+            why.append("gurobipy is installed, licensed and the model fits its licence")
+        reason = f"auto chose {outcome.solver}: {'; '.join(why)}"
+    elif reasons:
+        reason = f"requested {solver}, ran {outcome.solver}: {'; '.join(reasons)}"
+    else:
+        reason = f"requested with --solver {solver}"
+    if outcome.detail:
+        reason += f"; {outcome.detail}"
+    return reason
+
+
+def _checked_schedule(problem: PlacementProblem, outcome: BackendOutcome, start: Schedule, start_name: str,
+                      time_limit_s: float) -> tuple[Schedule, list[str]]:
+    """The outcome's schedule re-timed by the validator, or the start when it is worse or missing."""
+    if not outcome.has_solution:
+        return start, [f"{outcome.solver} found no solution ({outcome.status}) within {time_limit_s:g} s: "
+                       f"returning the {_described(start_name)}"]
+    schedule = validate(problem, outcome.on_host, start_ns=outcome.start_ns,  # type: ignore[arg-type]
+                        host_order=outcome.host_order, objective_ns=outcome.objective_ns, source=outcome.solver)
+    if schedule.makespan_ns > start.makespan_ns * (1 + 1e-9):
+        return start, [f"{outcome.solver} stopped ({outcome.status}) with a schedule of {schedule.makespan_ns:.0f} ns, "
+                       f"worse than the {_described(start_name)} ({start.makespan_ns:.0f} ns): returning that instead"]
+    return schedule, []

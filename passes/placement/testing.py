@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from cimsplit.passes.placement.problem import PlacementProblem
 
-__all__ = ["STYLES", "random_problem", "incomparable_pairs", "with_zero_length_host_operators"]
+__all__ = ["STYLES", "random_problem", "with_zero_length_host_operators"]
 
 STYLES = ("detector", "inception", "layered")
 
@@ -313,17 +313,3 @@ def with_zero_length_host_operators(problem: PlacementProblem, fraction: float, 
     return PlacementProblem(names=tuple(names), t_host_ns=tuple(t_host), t_cim_ns=tuple(t_cim),
                             crossbars=tuple(crossbars), edges=tuple(sorted(edges)), budget=problem.budget,
                             t_in_ns=tuple(t_in), t_out_ns=tuple(t_out), writes_output=tuple(writes))
-
-
-def incomparable_pairs(problem: PlacementProblem) -> int:
-    """Pairs {u, v} joined by no path (the set P of eq. 10): the branching the ILP pays for."""
-    n = problem.n
-    reach = [0] * n  # bitmask of descendants
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for u, v, _ in problem.edges:
-        succ[u].append(v)
-    for u in range(n - 1, -1, -1):
-        for v in succ[u]:
-            reach[u] |= reach[v] | (1 << v)
-    comparable = sum(bin(r).count("1") for r in reach)
-    return n * (n - 1) // 2 - comparable

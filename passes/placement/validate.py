@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import simulate
 
-__all__ = ["InternalError", "validate", "host_order_from_starts"]
+__all__ = ["InternalError", "validate", "host_order_from_solver_starts"]
 
 REL_TOL = 1e-6
 _TIE_TOL = 1e-7
@@ -37,8 +38,11 @@ def _tie_groups(items: list[int], value: Sequence[float], tol: float) -> list[li
     return groups
 
 
-def host_order_from_starts(problem: PlacementProblem, on_host: Sequence[bool], start_ns: Sequence[float]) -> list[int]:
-    """The solver's host order: host operators by start time, as ``host_order_by_start`` orders them.
+def host_order_from_solver_starts(problem: PlacementProblem, on_host: Sequence[bool], start_ns: Sequence[float]) -> list[int]:
+    """The host order behind a solver's start times, which carry noise (unlike a re-timed schedule's).
+
+    For an exact :class:`Schedule` use :func:`~cimsplit.passes.placement.simulate.host_order_by_start`;
+    this one orders the same way (start, then finish, then index) but with tolerances and a repair.
 
     Solver start times carry floating-point and tolerance noise (1 - 1e-16 for
     1), so start times within a relative 1e-7 count as equal and, like
@@ -57,9 +61,7 @@ def host_order_from_starts(problem: PlacementProblem, on_host: Sequence[bool], s
         by_finish = sorted(same_start, key=lambda v: (finish[v], v))
         for same_finish in _tie_groups(by_finish, finish, tol):
             order.extend(sorted(same_finish))
-    anc = [0] * n  # strict ancestors as bitsets (transitive closure: paths through CIM operators count)
-    for u, v, _ in sorted(problem.edges, key=lambda e: e[1]):
-        anc[v] |= anc[u] | (1 << u)
+    anc = dag.ancestors(problem)  # transitive closure: paths through CIM operators count
     host_mask = sum(1 << v for v in order)
     placed = 0
     for v in order:
@@ -109,7 +111,7 @@ def validate(
         if start_ns is None:
             order = [v for v in range(problem.n) if on_host[v]]
         else:
-            order = host_order_from_starts(problem, on_host, start_ns)
+            order = host_order_from_solver_starts(problem, on_host, start_ns)
     else:
         order = list(host_order)
     try:

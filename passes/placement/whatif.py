@@ -25,7 +25,7 @@ from cimsplit.passes.placement.baselines import list_schedule
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult, Schedule
 from cimsplit.passes.placement.simulate import simulate
-from cimsplit.passes.placement.validate import InternalError, host_order_from_starts
+from cimsplit.passes.placement.validate import InternalError, host_order_from_solver_starts
 
 __all__ = ["REL_TOL", "ForcedMove", "Solve", "force_device", "forced_move", "tolerance_ns"]
 
@@ -93,7 +93,7 @@ def _flipped_schedule(problem: PlacementProblem, plan: Schedule, v: int) -> Sche
     on_host[v] = not on_host[v]
     if _used(problem, on_host) > problem.budget:
         return None
-    order = host_order_from_starts(problem, on_host, plan.start_ns)
+    order = host_order_from_solver_starts(problem, on_host, plan.start_ns)
     return min((simulate(problem, on_host, order), list_schedule(problem, on_host)), key=lambda s: s.makespan_ns)
 
 

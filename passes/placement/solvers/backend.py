@@ -125,7 +125,7 @@ class Backend(Protocol):
 BACKENDS: dict[str, str] = {
     "highs": "cimsplit.passes.placement.solvers.highs:HighsBackend",
     "gurobi": "cimsplit.passes.placement.solvers.gurobi:GurobiBackend",
-    "cpsat": "cimsplit.passes.placement.solvers.cpsat.model:CpSatBackend",
+    "cpsat": "cimsplit.passes.placement.solvers.cpsat.staged:CpSatBackend",
 }
 """Solver name -> ``module:class``; classes are imported lazily (gurobipy is optional)."""
 

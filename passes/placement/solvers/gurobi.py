@@ -14,20 +14,20 @@ import time
 import numpy as np
 
 from cimsplit.passes.placement.options import DEFAULT_MIP_GAP, SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import Schedule
+from cimsplit.passes.placement.simulate import host_order_by_start
 from cimsplit.passes.placement.solvers.backend import (
     STATUS_GAP_LIMIT,
     STATUS_INFEASIBLE,
     STATUS_NO_SOLUTION,
     STATUS_OPTIMAL,
     STATUS_TIME_LIMIT,
-    BackendOutcome,
     BackendMissing,
+    BackendOutcome,
     BackendUnavailable,
 )
 from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
-from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.result import Schedule
-from cimsplit.passes.placement.simulate import host_order_by_start
 
 __all__ = ["GurobiBackend", "ERRNO_NO_LICENSE", "ERRNO_SIZE_LIMIT", "import_gurobipy"]
 

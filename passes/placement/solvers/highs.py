@@ -9,9 +9,13 @@ import sys
 import time
 from collections.abc import Iterator
 
+import highspy
 import numpy as np
 
 from cimsplit.passes.placement.options import DEFAULT_MIP_GAP, SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import Schedule
+from cimsplit.passes.placement.simulate import host_order_by_start
 from cimsplit.passes.placement.solvers.backend import (
     STATUS_GAP_LIMIT,
     STATUS_INFEASIBLE,
@@ -19,12 +23,8 @@ from cimsplit.passes.placement.solvers.backend import (
     STATUS_OPTIMAL,
     STATUS_TIME_LIMIT,
     BackendOutcome,
-    BackendUnavailable,
 )
 from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
-from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.result import Schedule
-from cimsplit.passes.placement.simulate import host_order_by_start
 
 __all__ = ["HighsBackend"]
 
@@ -86,10 +86,6 @@ class HighsBackend:
         options: SolveOptions,
         warm_start: Schedule | None,
     ) -> BackendOutcome:
-        try:
-            import highspy
-        except ImportError as exc:  # pragma: no cover - highspy is a hard dependency
-            raise BackendUnavailable("HiGHS is not installed", hint="pip install highspy") from exc
         model = formulation if formulation is not None else build_milp(problem)
         begin = time.perf_counter()
         vector = None

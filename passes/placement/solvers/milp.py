@@ -190,130 +190,178 @@ def build_milp(problem: PlacementProblem, *, plain: bool = False, upper_bound_ns
     operator between u and v, which can be the only optimal order
     (tests/passes/test_ilp_exactness.py has the counterexample).
     """
-    n = problem.n
-    m13_ns = big_m_ns(problem)
-    unit = max(m13_ns, 1e-9) / _TARGET_M
-    host = [problem.t_host_ns[v] / unit for v in range(n)]
-    acc = [(problem.t_cim_ns[v] or 0.0) / unit for v in range(n)]
-    capable = [problem.capable(v) for v in range(n)]
-    t_in = [problem.t_in_ns[v] / unit for v in range(n)]
-    t_out = [problem.t_out_ns[v] / unit for v in range(n)]
-
-    use_ub = not plain and upper_bound_ns is not None and np.isfinite(upper_bound_ns)
-    # A hair of slack so that the warm start (whose makespan is UB) stays feasible in floating point.
-    ub = (upper_bound_ns * (1 + 1e-9) + 1e-9) / unit if use_ub else None
-    release = [r / unit for r in dag.release_ns(problem)] if not plain else [0.0] * n
-    tail = [t / unit for t in dag.tail_ns(problem)] if not plain else [0.0] * n
-    min_dur = [dag.min_duration_ns(problem, v) / unit for v in range(n)]
-
-    b = _Builder()
-    # eq. 5: x_v binary on V_acc, fixed to 1 elsewhere.
-    x = [b.var(f"x[{v}]", 0.0 if capable[v] else 1.0, 1.0, integer=True) for v in range(n)]
-    s = []
-    for v in range(n):
-        upper = max(release[v], ub - tail[v] - min_dur[v]) if ub is not None else np.inf
-        s.append(b.var(f"s[{v}]", release[v], upper))
-    t_lower = 0.0
+    f = _Formulation.scaled(problem, plain=plain, upper_bound_ns=upper_bound_ns)
+    f.add_precedence()
+    f.add_graph_io()
+    f.add_serialization()
+    f.add_budget()
     if not plain:
-        t_lower = max((release[v] + min_dur[v] + tail[v] for v in range(n)), default=0.0)
-        t_lower = max(t_lower, sum(host[v] for v in range(n) if not capable[v]))
-    t_col = b.var("T", t_lower, ub if ub is not None else np.inf, cost=1.0)
+        f.add_load_cuts()
+    return f.model()
 
-    def finish(v: int) -> tuple[list[tuple[int, float]], float]:
+
+@dataclass
+class _Formulation:
+    """The columns of eq. 5-14 under construction, with the scaled tables the rows read (model units)."""
+
+    problem: PlacementProblem
+    plain: bool
+    upper_bound_ns: float | None
+    """The warm start's makespan when ``T <= UB`` is used, else ``None``."""
+    unit: float
+    host: list[float]
+    acc: list[float]
+    capable: list[bool]
+    t_in: list[float]
+    t_out: list[float]
+    ub: float | None
+    release: list[float]
+    tail: list[float]
+    min_dur: list[float]
+    b: _Builder
+    x: list[int]
+    s: list[int]
+    t_col: int
+    z_col: dict[tuple[int, int], int]
+    o_col: dict[tuple[int, int], int]
+
+    @classmethod
+    def scaled(cls, problem: PlacementProblem, *, plain: bool, upper_bound_ns: float | None) -> _Formulation:
+        """Model units, the critical-path bounds, and the x, s, T columns."""
+        n = problem.n
+        unit = max(big_m_ns(problem), 1e-9) / _TARGET_M
+        host = [problem.t_host_ns[v] / unit for v in range(n)]
+        capable = [problem.capable(v) for v in range(n)]
+        use_ub = not plain and upper_bound_ns is not None and np.isfinite(upper_bound_ns)
+        # A hair of slack so that the warm start (whose makespan is UB) stays feasible in floating point.
+        ub = (upper_bound_ns * (1 + 1e-9) + 1e-9) / unit if use_ub else None  # type: ignore[operator]
+        release = [r / unit for r in dag.release_ns(problem)] if not plain else [0.0] * n
+        tail = [t / unit for t in dag.tail_ns(problem)] if not plain else [0.0] * n
+        min_dur = [dag.min_duration_ns(problem, v) / unit for v in range(n)]
+
+        b = _Builder()
+        # eq. 5: x_v binary on V_acc, fixed to 1 elsewhere.
+        x = [b.var(f"x[{v}]", 0.0 if capable[v] else 1.0, 1.0, integer=True) for v in range(n)]
+        s = []
+        for v in range(n):
+            upper = max(release[v], ub - tail[v] - min_dur[v]) if ub is not None else np.inf
+            s.append(b.var(f"s[{v}]", release[v], upper))
+        t_lower = 0.0
+        if not plain:
+            t_lower = max((release[v] + min_dur[v] + tail[v] for v in range(n)), default=0.0)
+            t_lower = max(t_lower, sum(host[v] for v in range(n) if not capable[v]))
+        t_col = b.var("T", t_lower, ub if ub is not None else np.inf, cost=1.0)
+        return cls(problem=problem, plain=plain, upper_bound_ns=upper_bound_ns if use_ub else None, unit=unit,
+                   host=host, acc=[(problem.t_cim_ns[v] or 0.0) / unit for v in range(n)], capable=capable,
+                   t_in=[problem.t_in_ns[v] / unit for v in range(n)],
+                   t_out=[problem.t_out_ns[v] / unit for v in range(n)], ub=ub, release=release, tail=tail,
+                   min_dur=min_dur, b=b, x=x, s=s, t_col=t_col, z_col={}, o_col={})
+
+    def finish(self, v: int) -> tuple[list[tuple[int, float]], float]:
         """eq. 7: f_v = s_v + x_v·T_host + (1 - x_v)·T_acc as (terms, constant)."""
-        return [(s[v], 1.0), (x[v], host[v] - acc[v])], acc[v]
+        return [(self.s[v], 1.0), (self.x[v], self.host[v] - self.acc[v])], self.acc[v]
 
-    # eq. 8-9: precedence with transfers on edges whose ends sit on different devices.
-    z_col: dict[tuple[int, int], int] = {}
-    for u, v, transfer_ns in problem.edges:
-        transfer = transfer_ns / unit
-        f_terms, f_const = finish(u)
-        terms = [(s[v], 1.0)] + [(c, -k) for c, k in f_terms]
-        constant = f_const
-        if plain or (capable[u] and capable[v] and transfer > 0):
-            z = b.var(f"z[{u},{v}]", 0.0, 1.0, integer=plain)
-            z_col[(u, v)] = z
-            b.row([(z, 1.0), (x[u], -1.0), (x[v], 1.0)], 0.0)  # eq. 9: z >= x_u - x_v
-            b.row([(z, 1.0), (x[u], 1.0), (x[v], -1.0)], 0.0)  # eq. 9: z >= x_v - x_u
-            terms.append((z, -transfer))
-        elif transfer > 0 and capable[u] != capable[v]:
-            other = u if capable[u] else v  # |x_u - x_v| = 1 - x_other
-            terms.append((x[other], transfer))
-            constant += transfer
-        b.row(terms, constant)  # eq. 8: s_v - f_u - z·T_transfer >= 0
+    def add_precedence(self) -> None:
+        """eq. 8-9: precedence with transfers on edges whose ends sit on different devices."""
+        b, x, s, capable = self.b, self.x, self.s, self.capable
+        for u, v, transfer_ns in self.problem.edges:
+            transfer = transfer_ns / self.unit
+            f_terms, f_const = self.finish(u)
+            terms = [(s[v], 1.0)] + [(c, -k) for c, k in f_terms]
+            constant = f_const
+            if self.plain or (capable[u] and capable[v] and transfer > 0):
+                z = b.var(f"z[{u},{v}]", 0.0, 1.0, integer=self.plain)
+                self.z_col[(u, v)] = z
+                b.row([(z, 1.0), (x[u], -1.0), (x[v], 1.0)], 0.0)  # eq. 9: z >= x_u - x_v
+                b.row([(z, 1.0), (x[u], 1.0), (x[v], -1.0)], 0.0)  # eq. 9: z >= x_v - x_u
+                terms.append((z, -transfer))
+            elif transfer > 0 and capable[u] != capable[v]:
+                other = u if capable[u] else v  # |x_u - x_v| = 1 - x_other
+                terms.append((x[other], transfer))
+                constant += transfer
+            b.row(terms, constant)  # eq. 8: s_v - f_u - z·T_transfer >= 0
 
-    # Graph inputs live on the host: a CIM operator reading one waits for the transfer.
-    for v in range(n):
-        if capable[v] and t_in[v] > 0:
-            b.row([(s[v], 1.0), (x[v], t_in[v])], t_in[v])  # s_v >= (1 - x_v)·t_in
+    def add_graph_io(self) -> None:
+        """Graph inputs and outputs live on the host; eq. 6 for sinks and output writers."""
+        problem, b, x = self.problem, self.b, self.x
+        for v in range(problem.n):  # a CIM operator reading a graph input waits for the transfer
+            if self.capable[v] and self.t_in[v] > 0:
+                b.row([(self.s[v], 1.0), (x[v], self.t_in[v])], self.t_in[v])  # s_v >= (1 - x_v)·t_in
+        # eq. 6: T >= f_v for sinks; T >= f_v + (1 - x_v)·t_out for operators writing graph outputs.
+        bounded = set(dag.sinks(problem)) | {v for v in range(problem.n) if problem.writes_output[v]}
+        for v in sorted(bounded):
+            f_terms, f_const = self.finish(v)
+            terms = [(self.t_col, 1.0)] + [(c, -k) for c, k in f_terms]
+            constant = f_const
+            if problem.writes_output[v] and self.capable[v] and self.t_out[v] > 0:
+                terms.append((x[v], self.t_out[v]))
+                constant += self.t_out[v]
+            b.row(terms, constant)
 
-    # eq. 6: T >= f_v for sinks; T >= f_v + (1 - x_v)·t_out for operators writing graph outputs.
-    bounded = set(dag.sinks(problem)) | {v for v in range(n) if problem.writes_output[v]}
-    for v in sorted(bounded):
-        f_terms, f_const = finish(v)
-        terms = [(t_col, 1.0)] + [(c, -k) for c, k in f_terms]
-        constant = f_const
-        if problem.writes_output[v] and capable[v] and t_out[v] > 0:
-            terms.append((x[v], t_out[v]))
-            constant += t_out[v]
-        b.row(terms, constant)
+    def add_serialization(self) -> None:
+        """eq. 10-12: serialize incomparable pairs when both run on the single-core host."""
+        b, x, s, ub, tail, release = self.b, self.x, self.s, self.ub, self.tail, self.release
+        m_plain = big_m_ns(self.problem) / self.unit
+        for u, v in dag.incomparable_pairs(self.problem):
+            o = b.var(f"o[{u},{v}]", 0.0, 1.0, integer=True)
+            self.o_col[(u, v)] = o
+            if ub is not None:
+                m_uv = max(0.0, ub - tail[u] - release[v])
+                m_vu = max(0.0, ub - tail[v] - release[u])
+            else:
+                m_uv = m_vu = m_plain
+            # eq. 11: s_v >= f_u - M·(3 - x_u - x_v - o_uv)
+            f_terms, f_const = self.finish(u)
+            terms = [(s[v], 1.0)] + [(c, -k) for c, k in f_terms] + [(x[u], -m_uv), (x[v], -m_uv), (o, -m_uv)]
+            b.row(terms, f_const - 3 * m_uv)
+            # eq. 12: s_u >= f_v - M·(2 - x_u - x_v + o_uv)
+            f_terms, f_const = self.finish(v)
+            terms = [(s[u], 1.0)] + [(c, -k) for c, k in f_terms] + [(x[u], -m_vu), (x[v], -m_vu), (o, m_vu)]
+            b.row(terms, f_const - 2 * m_vu)
 
-    # eq. 10-12: serialize incomparable pairs when both run on the single-core host.
-    m_plain = m13_ns / unit
-    o_col: dict[tuple[int, int], int] = {}
-    for u, v in dag.incomparable_pairs(problem):
-        o = b.var(f"o[{u},{v}]", 0.0, 1.0, integer=True)
-        o_col[(u, v)] = o
-        if ub is not None:
-            m_uv = max(0.0, ub - tail[u] - release[v])
-            m_vu = max(0.0, ub - tail[v] - release[u])
-        else:
-            m_uv = m_vu = m_plain
-        # eq. 11: s_v >= f_u - M·(3 - x_u - x_v - o_uv)
-        f_terms, f_const = finish(u)
-        terms = [(s[v], 1.0)] + [(c, -k) for c, k in f_terms] + [(x[u], -m_uv), (x[v], -m_uv), (o, -m_uv)]
-        b.row(terms, f_const - 3 * m_uv)
-        # eq. 12: s_u >= f_v - M·(2 - x_u - x_v + o_uv)
-        f_terms, f_const = finish(v)
-        terms = [(s[u], 1.0)] + [(c, -k) for c, k in f_terms] + [(x[u], -m_vu), (x[v], -m_vu), (o, m_vu)]
-        b.row(terms, f_const - 2 * m_vu)
+    def add_budget(self) -> None:
+        """eq. 14: sum over V_acc of (1 - x_v)·N_crossbar,v <= C, i.e. sum c_v·x_v >= sum c_v - C."""
+        problem, capable = self.problem, self.capable
+        total = sum(problem.crossbars[v] for v in range(problem.n) if capable[v])
+        if self.plain or total > problem.budget:
+            self.b.row([(self.x[v], float(problem.crossbars[v])) for v in range(problem.n) if capable[v]],
+                       float(total - problem.budget))
 
-    # eq. 14: sum over V_acc of (1 - x_v)·N_crossbar,v <= C, i.e. sum c_v·x_v >= sum c_v - C.
-    total = sum(problem.crossbars[v] for v in range(n) if capable[v])
-    if plain or total > problem.budget:
-        b.row([(x[v], float(problem.crossbars[v])) for v in range(n) if capable[v]], float(total - problem.budget))
-
-    if not plain:
-        b.row([(t_col, 1.0)] + [(x[v], -host[v]) for v in range(n)], 0.0)  # host-load cut
-        anc = dag.ancestors(problem)
-        desc = dag.descendants(problem)
+    def add_load_cuts(self) -> None:
+        """The host-load cut and its ancestor/descendant forms (see :func:`build_milp`)."""
+        n, b, x, host = self.problem.n, self.b, self.x, self.host
+        b.row([(self.t_col, 1.0)] + [(x[v], -host[v]) for v in range(n)], 0.0)  # host-load cut
+        anc = dag.ancestors(self.problem)
+        desc = dag.descendants(self.problem)
         for v in range(n):
             members = [u for u in range(v) if (anc[v] >> u) & 1]
             if len(members) >= 2:
-                b.row([(s[v], 1.0)] + [(x[u], -host[u]) for u in members], 0.0)
+                b.row([(self.s[v], 1.0)] + [(x[u], -host[u]) for u in members], 0.0)
             members = [w for w in range(v + 1, n) if (desc[v] >> w) & 1]
             if len(members) >= 2:
-                f_terms, f_const = finish(v)
-                terms = [(t_col, 1.0)] + [(c, -k) for c, k in f_terms] + [(x[w], -host[w]) for w in members]
+                f_terms, f_const = self.finish(v)
+                terms = [(self.t_col, 1.0)] + [(c, -k) for c, k in f_terms] + [(x[w], -host[w]) for w in members]
                 b.row(terms, f_const)
 
-    return MilpModel(
-        col_names=tuple(b.names),
-        col_lower=np.array(b.lower, dtype=float),
-        col_upper=np.array(b.upper, dtype=float),
-        col_cost=np.array(b.cost, dtype=float),
-        col_integer=np.array(b.integer, dtype=bool),
-        row_lower=np.array(b.row_lower, dtype=float),
-        row_upper=np.array(b.row_upper, dtype=float),
-        a_start=np.array(b.starts, dtype=np.int32),
-        a_index=np.array(b.index, dtype=np.int32),
-        a_value=np.array(b.value, dtype=float),
-        x_col=tuple(x),
-        s_col=tuple(s),
-        t_col=t_col,
-        z_col=z_col,
-        o_col=o_col,
-        time_unit_ns=unit,
-        plain=plain,
-        upper_bound_ns=upper_bound_ns if use_ub else None,
-    )
+    def model(self) -> MilpModel:
+        b = self.b
+        return MilpModel(
+            col_names=tuple(b.names),
+            col_lower=np.array(b.lower, dtype=float),
+            col_upper=np.array(b.upper, dtype=float),
+            col_cost=np.array(b.cost, dtype=float),
+            col_integer=np.array(b.integer, dtype=bool),
+            row_lower=np.array(b.row_lower, dtype=float),
+            row_upper=np.array(b.row_upper, dtype=float),
+            a_start=np.array(b.starts, dtype=np.int32),
+            a_index=np.array(b.index, dtype=np.int32),
+            a_value=np.array(b.value, dtype=float),
+            x_col=tuple(self.x),
+            s_col=tuple(self.s),
+            t_col=self.t_col,
+            z_col=self.z_col,
+            o_col=self.o_col,
+            time_unit_ns=self.unit,
+            plain=self.plain,
+            upper_bound_ns=self.upper_bound_ns,
+        )

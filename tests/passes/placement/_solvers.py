@@ -7,8 +7,8 @@ import functools
 import pytest
 
 from cimsplit.passes.placement.options import SolveOptions
-from cimsplit.passes.placement.solvers.backend import BackendUnavailable
 from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.solvers.backend import BackendUnavailable
 
 
 @functools.lru_cache(maxsize=1)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cimsplit.passes.placement.options import SolveOptions
-from cimsplit.passes.placement.solvers.backend import get_backend
-from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat, time_unit_ns
 from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.solvers.backend import get_backend
+from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, build_model, solve_cpsat, time_unit_ns
+from cimsplit.passes.placement.solvers.cpsat.cuts import host_chains
 from cimsplit.passes.placement.testing import random_problem
 
 
@@ -42,7 +43,7 @@ def diamond(budget: int) -> PlacementProblem:
 )
 def test_diamond_optimum_by_hand(budget: int, expected_ns: float, cim: set[str]):
     p = diamond(budget)
-    out = solve_cpsat(p, time_limit_s=10.0, threads=1).outcome
+    out = solve_cpsat(p, CpSatOptions(time_limit_s=10.0, threads=1)).outcome
     assert out.status == "optimal"
     assert out.objective_ns == expected_ns
     assert out.bound_ns == expected_ns  # integer ns: unit 1 ns, no rounding at all
@@ -61,7 +62,7 @@ def test_rounded_units_keep_the_bound_below_the_real_makespan():
     p = random_problem(30, seed=3, style="layered")
     unit, exact = time_unit_ns(p)
     assert not exact and unit > 0
-    out = solve_cpsat(p, time_limit_s=30.0, threads=1).outcome
+    out = solve_cpsat(p, CpSatOptions(time_limit_s=30.0, threads=1)).outcome
     assert out.bound_ns <= out.objective_ns
     assert out.status == "optimal"
     assert out.gap <= 1e-6
@@ -81,8 +82,8 @@ def test_backend_contract_and_counts():
 
 def test_same_seed_same_answer():
     p = random_problem(60, seed=1, style="layered")
-    a = solve_cpsat(p, time_limit_s=5.0, seed=4).outcome
-    b = solve_cpsat(p, time_limit_s=5.0, seed=4).outcome
+    a = solve_cpsat(p, CpSatOptions(time_limit_s=5.0, seed=4)).outcome
+    b = solve_cpsat(p, CpSatOptions(time_limit_s=5.0, seed=4)).outcome
     assert a.on_host == b.on_host
     assert a.objective_ns == b.objective_ns
 
@@ -93,13 +94,9 @@ def test_host_chains_by_hand():
               \-> f                f: host-only, a second maximal end
     Longest host-only chain: a, c, e (B and D are capable); the other end f: a, f.
     """
-    from cimsplit.passes.placement import dag
-    from cimsplit.passes.placement.solvers.cpsat.model import _host_chains
-
     p = PlacementProblem(("a", "B", "c", "D", "e", "f"), (1.0,) * 6, (None, 1.0, None, 1.0, None, None),
                          (0, 1, 0, 1, 0, 0), ((0, 1, 0.0), (1, 2, 0.0), (2, 3, 0.0), (3, 4, 0.0), (1, 5, 0.0)), 2)
-    capable = [p.capable(v) for v in range(p.n)]
-    chains = _host_chains(capable, dag.ancestors(p), dag.descendants(p), p.n, limit=3)
+    chains = host_chains(build_model(p, plain=False, warm_start=None), limit=3)
     assert chains == [[0, 2, 4], [0, 5]]
 
 
@@ -107,15 +104,15 @@ def test_host_chains_by_hand():
 def test_cuts_keep_the_optimum(seed: int):
     # the improved model (cuts, bounds, idle chains, hints) and the bare model agree
     p = random_problem(12, seed=seed, style="layered", budget_fraction=0.5)
-    plain = solve_cpsat(p, time_limit_s=60.0, plain=True).outcome
-    improved = solve_cpsat(p, time_limit_s=60.0).outcome
+    plain = solve_cpsat(p, CpSatOptions(time_limit_s=60.0, plain=True)).outcome
+    improved = solve_cpsat(p, CpSatOptions(time_limit_s=60.0)).outcome
     assert plain.status == improved.status == "optimal"
     assert improved.objective_ns == pytest.approx(plain.objective_ns, rel=1e-6)
 
 
 def test_a_lower_bound_equal_to_the_optimum_keeps_it():
     # diamond(2): optimum 65 ns by hand (test_diamond_optimum_by_hand); integer ns, exact units.
-    out = solve_cpsat(diamond(2), time_limit_s=10.0, threads=1, lower_bound_ns=65.0).outcome
+    out = solve_cpsat(diamond(2), CpSatOptions(time_limit_s=10.0, threads=1), lower_bound_ns=65.0).outcome
     assert out.status == "optimal" and out.objective_ns == 65.0 and out.bound_ns == 65.0
 
 
@@ -124,9 +121,9 @@ def test_the_optimum_as_lower_bound_keeps_it_with_rounded_units(seed: int):
     # Log-normal times: rounded units, where the row is T >= floor(LB / r) - (2n + 1).
     p = random_problem(14, seed=seed, style="layered", budget_fraction=0.5)
     assert not time_unit_ns(p)[1]
-    optimum = solve_cpsat(p, time_limit_s=30.0, threads=1).outcome
+    optimum = solve_cpsat(p, CpSatOptions(time_limit_s=30.0, threads=1)).outcome
     assert optimum.status == "optimal"
-    again = solve_cpsat(p, time_limit_s=30.0, threads=1, lower_bound_ns=optimum.objective_ns).outcome
+    again = solve_cpsat(p, CpSatOptions(time_limit_s=30.0, threads=1), lower_bound_ns=optimum.objective_ns).outcome
     assert again.status == "optimal"
     assert again.objective_ns == pytest.approx(optimum.objective_ns, rel=1e-9)
     assert again.bound_ns == pytest.approx(optimum.objective_ns, rel=1e-9)

@@ -12,11 +12,11 @@ import random
 
 import pytest
 
-from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
 from cimsplit.passes.placement.heuristics import best_heuristic
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.testing import random_problem, with_zero_length_host_operators
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, solve_cpsat
+from cimsplit.passes.placement.testing import random_problem, with_zero_length_host_operators
 
 
 def host_orders(problem: PlacementProblem, on_host: tuple[bool, ...]):
@@ -108,7 +108,7 @@ def _incomparable(p: PlacementProblem):
 @pytest.mark.parametrize("chunk", range(7))
 def test_cpsat_matches_brute_force(chunk: int):
     for problem in PROBLEMS[chunk * 30:(chunk + 1) * 30]:
-        run = solve_cpsat(problem, time_limit_s=20.0, threads=1, heuristic_time_s=0.01)
+        run = solve_cpsat(problem, CpSatOptions(time_limit_s=20.0, threads=1, heuristic_time_s=0.01))
         assert_brute_force_optimum(problem, run.outcome, brute_force_ns(problem))
 
 
@@ -124,7 +124,7 @@ def test_the_zero_length_sample_has_them_beside_other_host_operators():
 @pytest.mark.parametrize("chunk", range(2))
 def test_cpsat_matches_brute_force_with_zero_length_host_operators(chunk: int):
     for problem in ZERO_LENGTH[chunk * 30:(chunk + 1) * 30]:
-        run = solve_cpsat(problem, time_limit_s=20.0, threads=1, heuristic_time_s=0.01)
+        run = solve_cpsat(problem, CpSatOptions(time_limit_s=20.0, threads=1, heuristic_time_s=0.01))
         assert_brute_force_optimum(problem, run.outcome, brute_force_ns(problem))
 
 
@@ -143,6 +143,6 @@ def test_heuristics_valid_and_never_below_the_optimum(chunk: int):
 def test_plain_model_agrees_on_a_sample():
     for problem in PROBLEMS[:40]:
         optimum = brute_force_ns(problem)
-        out = solve_cpsat(problem, time_limit_s=20.0, threads=1, plain=True).outcome
+        out = solve_cpsat(problem, CpSatOptions(time_limit_s=20.0, threads=1, plain=True)).outcome
         assert out.status == "optimal"
         assert out.objective_ns == pytest.approx(optimum, rel=1e-6, abs=1e-9)

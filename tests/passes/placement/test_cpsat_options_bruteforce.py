@@ -11,11 +11,14 @@ force of ``test_cpsat_bruteforce``) and a bound that never exceeds it.
 
 from __future__ import annotations
 
+import random
+
 import pytest
-
-from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
-
+from _brute import brute_force_optimum, random_problem
 from test_cpsat_bruteforce import PROBLEMS, ZERO_LENGTH, assert_brute_force_optimum, brute_force_ns
+
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, solve_cpsat
 
 OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": dict(whole_windows=True, threads=1),
            "cumulative_host": dict(cumulative_host=True, threads=1),
@@ -27,14 +30,14 @@ OPTIONS = {"bound_worker": dict(bound_worker=True, threads=2), "whole_windows": 
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_option_matches_brute_force(option: str, chunk: int):
     for problem in PROBLEMS[chunk * 30:(chunk + 1) * 30]:
-        out = solve_cpsat(problem, time_limit_s=20.0, heuristic_time_s=0.01, **OPTIONS[option]).outcome
+        out = solve_cpsat(problem, CpSatOptions(time_limit_s=20.0, heuristic_time_s=0.01, **OPTIONS[option])).outcome
         assert_brute_force_optimum(problem, out, brute_force_ns(problem))
 
 
 @pytest.mark.parametrize("option", sorted(OPTIONS))
 def test_option_matches_brute_force_with_zero_length_host_operators(option: str):
     for problem in ZERO_LENGTH[:20]:
-        out = solve_cpsat(problem, time_limit_s=20.0, heuristic_time_s=0.01, **OPTIONS[option]).outcome
+        out = solve_cpsat(problem, CpSatOptions(time_limit_s=20.0, heuristic_time_s=0.01, **OPTIONS[option])).outcome
         assert_brute_force_optimum(problem, out, brute_force_ns(problem))
 
 
@@ -46,12 +49,10 @@ def test_bound_worker_on_a_budget_bound_dag_keeps_a_valid_bound():
     Put one of B, C on the CIM: host runs a, the other (30), d: 10 + 30 + 10 = 50,
     while the CIM one (5) overlaps.  Both on host: 10 + 30 + 30 + 10 = 80.  Optimum 50.
     """
-    from cimsplit.passes.placement.problem import PlacementProblem
-
     p = PlacementProblem(names=("a", "B", "C", "d"), t_host_ns=(10.0, 30.0, 30.0, 10.0),
                          t_cim_ns=(None, 5.0, 5.0, None), crossbars=(0, 1, 1, 0),
                          edges=((0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)), budget=1)
-    out = solve_cpsat(p, time_limit_s=10.0, bound_worker=True, threads=2).outcome
+    out = solve_cpsat(p, CpSatOptions(time_limit_s=10.0, bound_worker=True, threads=2)).outcome
     assert out.status == "optimal"
     assert out.objective_ns == 10 + 30 + 10
     assert out.bound_ns == 10 + 30 + 10
@@ -60,15 +61,12 @@ def test_bound_worker_on_a_budget_bound_dag_keeps_a_valid_bound():
 @pytest.mark.parametrize("chunk", range(4))
 def test_cim_idle_cut_on_io_heavy_dags(chunk: int):
     """The padded windows of the CIM idle cut, on DAGs with graph-input/output times and transfers."""
-    import random
-
-    from _brute import brute_force_optimum, random_problem
-
     rng = random.Random(1000 + chunk)
     for _ in range(55):
         problem = random_problem(rng)
         optimum = brute_force_optimum(problem)
-        out = solve_cpsat(problem, time_limit_s=20.0, heuristic_time_s=0.01, cim_idle_cut=True, threads=1).outcome
+        options = CpSatOptions(time_limit_s=20.0, heuristic_time_s=0.01, cim_idle_cut=True, threads=1)
+        out = solve_cpsat(problem, options).outcome
         assert out.status == "optimal", (problem, out)
         assert out.objective_ns == pytest.approx(optimum, rel=1e-6, abs=1e-9)
         assert out.bound_ns <= optimum * (1 + 1e-12) + 1e-12

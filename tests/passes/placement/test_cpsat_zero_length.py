@@ -14,7 +14,7 @@ from cimsplit.passes.placement.driver import place
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.simulate import simulate
-from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
+from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, solve_cpsat
 
 
 def test_zero_length_source_before_a_longer_one_of_lower_index():
@@ -27,7 +27,7 @@ def test_zero_length_source_before_a_longer_one_of_lower_index():
     p = PlacementProblem(names=("u", "z", "c"), t_host_ns=(10.0, 0.0, 100.0), t_cim_ns=(None, None, 50.0),
                          crossbars=(0, 0, 1), edges=((1, 2, 0.0),), budget=1)
     assert simulate(p, (True, True, False), [0, 1]).makespan_ns == 60.0
-    out = solve_cpsat(p, time_limit_s=10.0, threads=1).outcome
+    out = solve_cpsat(p, CpSatOptions(time_limit_s=10.0, threads=1)).outcome
     assert out.status == "optimal"
     assert (out.objective_ns, out.bound_ns) == (50.0, 50.0)
     assert simulate(p, out.on_host, out.host_order).makespan_ns == 50.0
@@ -77,6 +77,6 @@ def test_issue_13_repro_compiles_with_its_optimum():
 
 
 def test_issue_13_repro_host_order_times_to_the_objective():
-    out = solve_cpsat(REPRO, time_limit_s=5.0, threads=1).outcome
+    out = solve_cpsat(REPRO, CpSatOptions(time_limit_s=5.0, threads=1)).outcome
     assert out.objective_ns == 93000.0
     assert simulate(REPRO, out.on_host, out.host_order).makespan_ns == 93000.0

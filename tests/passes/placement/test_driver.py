@@ -5,20 +5,19 @@ from __future__ import annotations
 import sys
 
 import pytest
+from _solvers import gurobi_unavailable_reason
 
 from cimsplit.compiler.costs import Costs, EdgeCost, IoTransfer, OperatorCost
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.workload import Edge, Operator, Workload
+from cimsplit.errors import CimsplitError
 from cimsplit.passes import PlacementProblem, SolveOptions, place, problem_from_costs
-from cimsplit.passes.placement import dag
-from cimsplit.passes.placement.solvers.backend import BackendMissing
-from cimsplit.passes.placement.heuristics import best_heuristic
-from cimsplit.passes.placement.driver import auto_candidates
-from cimsplit.passes.placement.testing import random_problem
 from cimsplit.passes.emit.report import result_to_json
-
-from _solvers import gurobi_unavailable_reason
+from cimsplit.passes.placement import dag
+from cimsplit.passes.placement.driver import auto_candidates
+from cimsplit.passes.placement.heuristics import best_heuristic
+from cimsplit.passes.placement.solvers.backend import BackendMissing
+from cimsplit.passes.placement.testing import random_problem
 
 #   a -> b -> c    a, c host-only 10 ns; b host 100 / CIM 20 ns, 4 crossbars; transfers 5 ns.
 CHAIN = PlacementProblem(names=("a", "b", "c"), t_host_ns=(10.0, 100.0, 10.0), t_cim_ns=(None, 20.0, None),

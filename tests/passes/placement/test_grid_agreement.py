@@ -17,6 +17,7 @@ import functools
 
 import onnx
 import pytest
+from _solvers import gurobi_unavailable_reason
 
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
@@ -25,8 +26,6 @@ from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.models import zoo
 from cimsplit.passes.placement.driver import place, problem_from_costs
 from cimsplit.passes.placement.options import SolveOptions
-
-from _solvers import gurobi_unavailable_reason
 
 CROSSBARS = (25, 50, 100, 200)
 MVM_NS = (50.0, 1000.0)
@@ -51,7 +50,7 @@ def table_profile(loaded) -> HostProfile:
                        cpu="table", threads=1, runs=1, warmup=0, nodes=nodes, model_median_ns={})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def loaded_model(name: str, tmp_dir: str):
     path = f"{tmp_dir}/{name}.onnx"
     onnx.save(zoo.build(name, image_size=32), path)

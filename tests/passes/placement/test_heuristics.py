@@ -8,13 +8,13 @@ from cimsplit.passes.placement.heuristics import (
     RULES,
     Sequencer,
     best_heuristic,
+    best_list_schedule,
     greedy_assignment,
     knapsack_assignment,
-    list_schedule,
 )
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.testing import random_problem
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+from cimsplit.passes.placement.testing import random_problem
 
 
 def fork() -> PlacementProblem:
@@ -45,11 +45,11 @@ def test_bottom_level_rule_runs_the_long_tail_first():
     assert makespan == 1 + 10 + 2 + 4 + 30 + 1  # all host, no idle: the sum of T_host
 
 
-def test_list_schedule_equals_simulate_on_its_order():
+def test_best_list_schedule_equals_simulate_on_its_order():
     p = fork()
     on_host = [True, True, True, False, True, True]
     # c on the CIM: s 0..1, c starts 1.5 (transfer 0.5), ends 2.5, u released at 3.0
-    sched = list_schedule(p, on_host)
+    sched = best_list_schedule(p, on_host)
     assert sched.start_ns[3] == 1.5 and sched.finish_ns[3] == 2.5
     again = simulate(p, on_host, host_order_by_start(sched))
     assert again.makespan_ns == sched.makespan_ns
@@ -90,7 +90,7 @@ def test_best_heuristic_is_deterministic_and_beats_greedy():
     a = best_heuristic(p, time_budget_s=0.3, seed=1)
     b = best_heuristic(p, time_budget_s=0.3, seed=1)
     assert a == b
-    greedy = list_schedule(p, greedy_assignment(p))
+    greedy = best_list_schedule(p, greedy_assignment(p))
     assert a.makespan_ns <= greedy.makespan_ns
     assert sum(c for c, h in zip(p.crossbars, a.on_host) if not h) <= p.budget
     assert simulate(p, a.on_host, host_order_by_start(a)).makespan_ns == pytest.approx(a.makespan_ns, rel=1e-12)

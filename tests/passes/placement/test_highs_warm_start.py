@@ -10,12 +10,11 @@ warm-started solve below returns a validated optimum equal to brute force.
 from __future__ import annotations
 
 import pytest
+from test_cpsat_bruteforce import brute_force_ns, small_problems
 
 from cimsplit.passes import SolveOptions, all_baselines, build_milp, validate
 from cimsplit.passes.placement.heuristics import best_heuristic
 from cimsplit.passes.placement.solvers.highs import HighsBackend
-
-from test_cpsat_bruteforce import brute_force_ns, small_problems
 
 PROBLEMS = small_problems(200, 7)
 

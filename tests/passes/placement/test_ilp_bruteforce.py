@@ -11,13 +11,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from _brute import brute_force_optimum, random_problem
+from _solvers import solvers
 
 from cimsplit.passes import SolveOptions, all_baselines, build_milp, validate
 from cimsplit.passes.placement.solvers.backend import get_backend
 from cimsplit.passes.placement.testing import with_zero_length_host_operators
-
-from _brute import brute_force_optimum, random_problem
-from _solvers import solvers
 
 PROBLEMS = [random_problem(random.Random(seed)) for seed in range(200)]
 ZERO_LENGTH = [with_zero_length_host_operators(random_problem(random.Random(1000 + seed), max_ops=6), 0.5, seed=seed)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from cimsplit.passes import PlacementProblem, SolveOptions, build_milp, place
-from cimsplit.passes.placement.dag import incomparable_pairs
-
 from _brute import brute_force_optimum
 from _solvers import solvers
+
+from cimsplit.passes import PlacementProblem, SolveOptions, build_milp, host_order_by_start, place
+from cimsplit.passes.placement.dag import incomparable_pairs
 
 
 def chain_merge_example(merged: bool) -> PlacementProblem:
@@ -95,8 +94,6 @@ def test_tight_big_m_keeps_the_optimal_schedule_feasible():
     """The optimal schedule, as a column vector, satisfies every row of the improved model."""
     result = place(DIAMOND, SolveOptions(solver="highs"))
     model = build_milp(DIAMOND, plain=False, upper_bound_ns=result.schedule.makespan_ns)
-    from cimsplit.passes import host_order_by_start
-
     vector = model.vector_from_schedule(DIAMOND, result.schedule, host_order_by_start(result.schedule))
     assert all(model.col_lower - 1e-9 <= vector) and all(vector <= model.col_upper + 1e-9)
     for lower, upper, index, value in model.rows():

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from _solvers import solvers
 
 from cimsplit.passes import PlacementProblem, SolveOptions, place
-
-from _solvers import solvers
 
 SOLVERS = solvers()
 FORMULATIONS = [pytest.param(True, id="plain"), pytest.param(False, id="improved")]

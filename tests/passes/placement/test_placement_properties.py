@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from _brute import brute_force_optimum
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cimsplit.passes import PlacementProblem, SolveOptions, all_baselines, build_milp, place
 from cimsplit.passes.placement.dag import min_duration_ns, release_ns, tail_ns
-
-from _brute import brute_force_optimum
 
 
 @st.composite

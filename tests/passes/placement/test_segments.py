@@ -9,18 +9,18 @@ import random
 import ortools
 import pytest
 from _brute import brute_force_optimum
-from cimsplit.passes.placement.solvers.cpsat import model as cpsat_backend
-from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
-from cimsplit.passes.placement.solvers.cpsat.staged import solve_staged
+
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.testing import random_problem
 from cimsplit.passes.placement.simulate import simulate
+from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, solve_cpsat, solve_staged
+from cimsplit.passes.placement.solvers.cpsat import model as cpsat_backend
 from cimsplit.passes.placement.solvers.cpsat.segments import (
     _segment_problem,
     augment,
     solve_by_segments,
     split_at_bottlenecks,
 )
+from cimsplit.passes.placement.testing import random_problem
 
 
 def two_blocks(skip_ns: float = 0.0, budget: int = 2) -> PlacementProblem:
@@ -71,8 +71,8 @@ def test_segment_problem_fixes_the_bottleneck_devices():
     assert index == [1, 2, 3, 4] and sub.names == ("a", "b", "c", "d")
     assert sub.t_host_ns == (0.0, 40.0, 40.0, 0.0) and sub.t_cim_ns == (None, 10.0, 10.0, None)
     # b and c on the CIM: 1 ns in, 10 ns, 1 ns back: span 12.  One on the host: 40 + the other in parallel.
-    assert solve_cpsat(sub, time_limit_s=10.0, threads=1).outcome.objective_ns == 12.0
-    assert solve_cpsat(dataclasses.replace(sub, budget=1), time_limit_s=10.0, threads=1).outcome.objective_ns == 40.0
+    assert solve_cpsat(sub, CpSatOptions(time_limit_s=10.0, threads=1)).outcome.objective_ns == 12.0
+    assert solve_cpsat(dataclasses.replace(sub, budget=1), CpSatOptions(time_limit_s=10.0, threads=1)).outcome.objective_ns == 40.0
     cim_entry, _ = _segment_problem(seg, 1, False, True, 2)
     assert cim_entry.t_cim_ns[0] == 0.0 and cim_entry.crossbars[0] == 0
     assert cim_entry.t_host_ns[0] > sum(sub.t_host_ns)  # never worth the host
@@ -163,7 +163,7 @@ def test_staged_without_the_whole_graph_slice_matches_brute_force(chunk: int):
     # Inexact splits included: the last stage (whole graph with the segments' bound) closes them.
     for p in CHAINS[chunk * 55:(chunk + 1) * 55]:
         optimum = brute_force_optimum(p)
-        run, how = solve_staged(p, time_limit_s=20.0, threads=1, slice_s=0.0)
+        run, how = solve_staged(p, CpSatOptions(time_limit_s=20.0, threads=1), slice_s=0.0)
         assert run.outcome.bound_ns <= optimum * (1 + 1e-9) + 1e-9
         assert run.outcome.objective_ns == pytest.approx(optimum, rel=1e-6), (p, how)
 
@@ -174,11 +174,11 @@ def test_a_presolve_failure_is_solved_again_without_presolve(monkeypatch, caplog
     seg = split_at_bottlenecks(random_problem(250, seed=0, style="detector"))
     index = next(i for i, m in enumerate(seg.members) if len(m) == 29)
     sub, _ = _segment_problem(seg, index, True, True, 9)
-    expected = solve_cpsat(sub, time_limit_s=20.0).outcome
+    expected = solve_cpsat(sub, CpSatOptions(time_limit_s=20.0)).outcome
     assert expected.status == "optimal"
     monkeypatch.setattr(cpsat_backend, "_HORIZON_UNITS", 2.0**40)
     with caplog.at_level(logging.WARNING, logger="cimsplit.passes.placement.solvers.cpsat.model"):
-        out = solve_cpsat(sub, time_limit_s=20.0).outcome
+        out = solve_cpsat(sub, CpSatOptions(time_limit_s=20.0)).outcome
     assert out.status in ("optimal", "gap_limit")
     assert out.objective_ns == pytest.approx(expected.objective_ns, rel=1e-6)
     if ortools.__version__.startswith("9.15."):  # the version the failure was seen with

@@ -56,6 +56,7 @@ from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, solve_cpsat
 
 __all__ = ["Segments", "SegmentsRun", "solve_by_segments", "split_at_bottlenecks"]
 
@@ -231,38 +232,76 @@ def solve_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, 
     Segment solves run ``threads`` at a time, one CP-SAT worker each.  Every
     solve that ends before its time limit is deterministic, so is the result.
     """
-    from cimsplit.passes.placement.solvers.cpsat.model import solve_cpsat
-
     begin = time.perf_counter()
-    deadline = begin + time_limit_s
     seg = split_at_bottlenecks(problem)
-    aug, chain, budget = seg.augmented, seg.bottlenecks, problem.budget
-    options = [[(True, aug.t_host_ns[b], 0)] + ([(False, aug.t_cim_ns[b], aug.crossbars[b])]
-               if aug.capable(b) and aug.crossbars[b] <= budget else []) for b in chain]
-    caps = [min(budget, sum(aug.crossbars[w] for w in members if aug.capable(w) and aug.crossbars[w] <= budget))
-            for members in seg.members]
-    keys = [(i, h0, h1) for i in range(len(seg.members)) if seg.members[i]
-            for h0, _, _ in options[i] for h1, _, _ in options[i + 1]]
-    fronts = {key: _Front() for key in keys}
+    first = min(0.5, 0.05 * time_limit_s)
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        dec = _Decomposition(problem, seg, gap, seed, warm_start, begin + time_limit_s, pool)
+        dec.solve_all([dec.prepare(key, limit, first) for key in dec.keys for limit in sorted(dec.starts(key), reverse=True)])
+        incumbent = warm_start or simulate(problem, [True] * problem.n)
+        trace: list[tuple[float, float]] = []
+        while True:
+            _, upper_path = dec.best(lower=False)
+            if upper_path:
+                candidate = dec.assemble(upper_path)
+                if candidate.makespan_ns < incumbent.makespan_ns:
+                    incumbent = candidate
+                    trace.append((time.perf_counter() - begin, candidate.makespan_ns))
+            lower_ns, lower_path = dec.best(lower=True)
+            if incumbent.makespan_ns - lower_ns <= gap * incumbent.makespan_ns or time.perf_counter() >= dec.deadline:
+                break
+            targets = dec.loose_segments(lower_path, 0.1 * gap * incumbent.makespan_ns)
+            if not targets:
+                break  # the bound's allocation is tight everywhere: lower == its own upper
+            dec.solve_all([dec.prepare(key, spent, 2.0 * (dec.fronts[key].longest_try(spent) or first / 2))
+                           for key, spent in targets])
+    bound = min(lower_ns, incumbent.makespan_ns)
+    solves = sum(len(front.solves) for front in dec.fronts.values())
+    log.info("segments: %d bottlenecks, largest segment %d operators, %d solves: %.6g ns, bound %.6g ns",
+             len(seg.bottlenecks) - 2, seg.largest, solves, incumbent.makespan_ns, bound)
+    return SegmentsRun(incumbent, bound, solves, time.perf_counter() - begin, seg, trace)
 
-    def prepare(key: tuple[int, bool, bool], limit: int, seconds: float):
+
+_Key = tuple[int, bool, bool]
+"""(segment, entry bottleneck on the host, exit bottleneck on the host)."""
+
+
+class _Decomposition:
+    """The fronts F_i of every segment and bottleneck devices, the solves that refine them, and the DP."""
+
+    def __init__(self, problem: PlacementProblem, seg: Segments, gap: float, seed: int,
+                 warm_start: Schedule | None, deadline: float, pool: ThreadPoolExecutor) -> None:
+        self.problem, self.seg, self.gap, self.seed = problem, seg, gap, seed
+        self.warm_start, self.deadline, self.pool = warm_start, deadline, pool
+        aug, chain, budget = seg.augmented, seg.bottlenecks, problem.budget
+        self.aug, self.chain, self.budget = aug, chain, budget
+        # (on host, duration, crossbars) of every device each bottleneck can take
+        self.devices = [[(True, aug.t_host_ns[b], 0)] + ([(False, aug.t_cim_ns[b], aug.crossbars[b])]
+                        if aug.capable(b) and aug.crossbars[b] <= budget else []) for b in chain]
+        self.caps = [min(budget, sum(aug.crossbars[w] for w in members if aug.capable(w) and aug.crossbars[w] <= budget))
+                     for members in seg.members]
+        self.keys: list[_Key] = [(i, h0, h1) for i in range(len(seg.members)) if seg.members[i]
+                                 for h0, _, _ in self.devices[i] for h1, _, _ in self.devices[i + 1]]
+        self.fronts = {key: _Front() for key in self.keys}
+
+    def prepare(self, key: _Key, limit: int, seconds: float):
         """A segment solve, warm-started from the best known solution that fits (built before any runs)."""
         i, h0, h1 = key
-        sub, index = _segment_problem(seg, i, h0, h1, limit)
-        known, warm = fronts[key].upper(limit), None
+        sub, index = _segment_problem(self.seg, i, h0, h1, limit)
+        known, warm = self.fronts[key].upper(limit), None
         if known is not None:
             on_host = [h0, *(known.on_host[v] for v in index[1:-1]), h1]
             order = [index.index(v) for v in known.host_order]
             warm = simulate(sub, on_host, ([0] if h0 else []) + order + ([len(index) - 1] if h1 else []))
         return key, limit, seconds, sub, index, warm
 
-    def run(job) -> _Solve | None:
+    def run(self, job) -> _Solve | None:
         _, limit, seconds, sub, index, warm = job
-        left = min(seconds, deadline - time.perf_counter())
+        left = min(seconds, self.deadline - time.perf_counter())
         if left < 0.01:
             return None
-        out = solve_cpsat(sub, time_limit_s=left, mip_gap=gap, seed=seed, threads=1, warm_start=warm,
-                          heuristic_time_s=min(0.2, 0.004 * sub.n))
+        out = solve_cpsat(sub, CpSatOptions(time_limit_s=left, mip_gap=self.gap, seed=self.seed, threads=1,
+                                            heuristic_time_s=min(0.2, 0.004 * sub.n)), warm_start=warm)
         sched = out.schedule
         assert sched is not None  # all on the host is always a solution
         inner = range(1, len(index) - 1)
@@ -272,29 +311,31 @@ def solve_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, 
                       host_order=tuple(index[k] for k in host_order_by_start(sched) if 0 < k < len(index) - 1),
                       finished=out.outcome.status in ("optimal", "gap_limit"), seconds=seconds)
 
-    def solve_all(jobs: list) -> None:
+    def solve_all(self, jobs: list) -> None:
         """Run the jobs ``threads`` at a time and record what each tells about its front."""
-        for (key, *_), result in zip(jobs, pool.map(run, jobs)):
+        for (key, *_), result in zip(jobs, self.pool.map(self.run, jobs)):
             if result is not None:
-                fronts[key].solves.append(result)
+                self.fronts[key].solves.append(result)
 
-    def direct(i: int, h0: bool, h1: bool) -> float:
+    def direct(self, i: int, h0: bool, h1: bool) -> float:
         """Span of an empty segment: the transfer on the edge between its bottlenecks, if any."""
-        return sum(t for u, v, t in aug.edges if (u, v) == (chain[i], chain[i + 1])) if h0 != h1 else 0.0
+        chain = self.chain
+        return sum(t for u, v, t in self.aug.edges if (u, v) == (chain[i], chain[i + 1])) if h0 != h1 else 0.0
 
-    def best(lower: bool) -> tuple[float, list[tuple[bool, int]]]:
+    def best(self, lower: bool) -> tuple[float, list[tuple[bool, int]]]:
         """DP over the chain: (value, [(device of bottleneck i, crossbars spent in segment i), ...])."""
-        points = {key: front.lower_steps(caps[key[0]]) if lower else front.upper_points()
-                  for key, front in fronts.items()}
+        seg, devices = self.seg, self.devices
+        points = {key: front.lower_steps(self.caps[key[0]]) if lower else front.upper_points()
+                  for key, front in self.fronts.items()}
         layers: list[dict[tuple[bool, int], tuple[float, tuple[bool, int], int]]] = [{(True, 0): (0.0, (True, 0), 0)}]
-        for i in range(len(chain) - 1):
+        for i in range(len(self.chain) - 1):
             nxt: dict[tuple[bool, int], tuple[float, tuple[bool, int], int]] = {}
             for (h0, used), (value, _, _) in sorted(layers[-1].items()):
-                for h1, duration, crossbars in options[i + 1]:
-                    for spent, span in points[(i, h0, h1)] if seg.members[i] else [(0, direct(i, h0, h1))]:
+                for h1, duration, crossbars in devices[i + 1]:
+                    for spent, span in points[(i, h0, h1)] if seg.members[i] else [(0, self.direct(i, h0, h1))]:
                         total = used + spent + crossbars
                         state = (h1, total)
-                        if total <= budget and (state not in nxt or value + span + duration < nxt[state][0]):
+                        if total <= self.budget and (state not in nxt or value + span + duration < nxt[state][0]):
                             nxt[state] = (value + span + duration, (h0, used), spent)
             layers.append(nxt)
         if not layers[-1]:
@@ -307,68 +348,48 @@ def solve_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, 
             state = previous
         return value, path[::-1]
 
-    def assemble(path: list[tuple[bool, int]]) -> Schedule:
+    def _exit_host(self, path: list[tuple[bool, int]], i: int) -> bool:
+        """Device of bottleneck i + 1 on ``path`` (``<end>`` is on the host)."""
+        return path[i + 1][0] if i + 1 < len(path) else True
+
+    def assemble(self, path: list[tuple[bool, int]]) -> Schedule:
+        """The concatenated segment schedules of ``path``, re-timed on the original problem."""
+        aug, chain, seg = self.aug, self.chain, self.seg
         on_host = [True] * aug.n
         order = [0]
         for i, (h0, spent) in enumerate(path):
             on_host[chain[i]] = h0
             if seg.members[i]:
-                h1 = path[i + 1][0] if i + 1 < len(path) else True
-                chosen = fronts[(i, h0, h1)].upper(spent)
+                chosen = self.fronts[(i, h0, self._exit_host(path, i))].upper(spent)
                 assert chosen is not None
                 for v, h in chosen.on_host.items():
                     on_host[v] = h
                 order += list(chosen.host_order)
-            if i + 1 < len(chain) and (path[i + 1][0] if i + 1 < len(path) else True):
+            if i + 1 < len(chain) and self._exit_host(path, i):
                 order.append(chain[i + 1])
         hosts = [v - 1 for v in order if 0 < v < aug.n - 1 and on_host[v]]
-        return simulate(problem, on_host[1:-1], hosts)
+        return simulate(self.problem, on_host[1:-1], hosts)
 
-    def starts(key: tuple[int, bool, bool]) -> set[int]:
+    def starts(self, key: _Key) -> set[int]:
         """First budgets: full (an optimistic bound), none (every allocation fits) and the warm start's share."""
         i, h0, h1 = key
-        shares = {caps[i], 0}
-        if warm_start is not None:
-            warm = (True, *warm_start.on_host, True)  # augmented indices
-            if (warm[chain[i]], warm[chain[i + 1]]) == (h0, h1):
-                shares.add(sum(aug.crossbars[w] for w in seg.members[i] if not warm[w]))
+        shares = {self.caps[i], 0}
+        if self.warm_start is not None:
+            warm = (True, *self.warm_start.on_host, True)  # augmented indices
+            if (warm[self.chain[i]], warm[self.chain[i + 1]]) == (h0, h1):
+                shares.add(sum(self.aug.crossbars[w] for w in self.seg.members[i] if not warm[w]))
         return shares
 
-    pool = ThreadPoolExecutor(max_workers=max(1, threads))
-    first = min(0.5, 0.05 * time_limit_s)
-    try:
-        solve_all([prepare(key, limit, first) for key in keys for limit in sorted(starts(key), reverse=True)])
-        incumbent = warm_start or simulate(problem, [True] * problem.n)
-        trace: list[tuple[float, float]] = []
-        while True:
-            _, upper_path = best(lower=False)
-            if upper_path:
-                candidate = assemble(upper_path)
-                if candidate.makespan_ns < incumbent.makespan_ns:
-                    incumbent = candidate
-                    trace.append((time.perf_counter() - begin, candidate.makespan_ns))
-            lower_ns, lower_path = best(lower=True)
-            if incumbent.makespan_ns - lower_ns <= gap * incumbent.makespan_ns or time.perf_counter() >= deadline:
-                break
-            # Refine the segments on the bound's allocation whose bound is not tight there.
-            targets = []
-            for i, (h0, spent) in enumerate(lower_path):
-                if not seg.members[i]:
-                    continue
-                key = (i, h0, lower_path[i + 1][0] if i + 1 < len(lower_path) else True)
-                front = fronts[key]
-                top = front.upper(spent)
-                slack = (top.span_ns if top else math.inf) - front.lower(spent)
-                if not front.finished(spent) and slack > 0.1 * gap * incumbent.makespan_ns:
-                    targets.append((-slack, key, spent))
-            if not targets:
-                break  # the bound's allocation is tight everywhere: lower == its own upper
-            solve_all([prepare(key, spent, 2.0 * (fronts[key].longest_try(spent) or first / 2))
-                       for _, key, spent in sorted(targets)])
-    finally:
-        pool.shutdown(wait=True)
-    bound = min(lower_ns, incumbent.makespan_ns)
-    solves = sum(len(front.solves) for front in fronts.values())
-    log.info("segments: %d bottlenecks, largest segment %d operators, %d solves: %.6g ns, bound %.6g ns",
-             len(chain) - 2, seg.largest, solves, incumbent.makespan_ns, bound)
-    return SegmentsRun(incumbent, bound, solves, time.perf_counter() - begin, seg, trace)
+    def loose_segments(self, lower_path: list[tuple[bool, int]], tolerance_ns: float) -> list[tuple[_Key, int]]:
+        """The segments on the bound's allocation whose bound is not tight there, loosest first."""
+        targets = []
+        for i, (h0, spent) in enumerate(lower_path):
+            if not self.seg.members[i]:
+                continue
+            key = (i, h0, self._exit_host(lower_path, i))
+            front = self.fronts[key]
+            top = front.upper(spent)
+            slack = (top.span_ns if top else math.inf) - front.lower(spent)
+            if not front.finished(spent) and slack > tolerance_ns:
+                targets.append((-slack, key, spent))
+        return [(key, spent) for _, key, spent in sorted(targets)]

@@ -15,6 +15,7 @@
 
 Each stage's bound is a proven lower bound on the same optimum, so the
 largest is; the schedule is the best found (earlier stage on ties).
+:class:`CpSatBackend` is ``--solver cpsat``: these stages, or the plain model alone.
 """
 
 from __future__ import annotations
@@ -23,21 +24,22 @@ import dataclasses
 import logging
 import time
 
-from cimsplit.passes.placement.options import DEFAULT_MIP_GAP
+from cimsplit.passes.placement.heuristics import best_heuristic, heuristic_budget_s
+from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import Schedule
+from cimsplit.passes.placement.simulate import host_order_by_start
 from cimsplit.passes.placement.solvers.backend import (
     STATUS_GAP_LIMIT,
     STATUS_OPTIMAL,
     STATUS_TIME_LIMIT,
     BackendOutcome,
 )
-from cimsplit.passes.placement.solvers.cpsat.model import CpSatRun, solve_cpsat, time_unit_ns
-from cimsplit.passes.placement.heuristics import best_heuristic
-from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.result import Schedule
-from cimsplit.passes.placement.simulate import host_order_by_start
+from cimsplit.passes.placement.solvers.cpsat.model import time_unit_ns
 from cimsplit.passes.placement.solvers.cpsat.segments import solve_by_segments, split_at_bottlenecks
+from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, CpSatRun, solve_cpsat
 
-__all__ = ["LARGEST_SEGMENT", "SLICE_S", "solve_staged"]
+__all__ = ["LARGEST_SEGMENT", "SLICE_S", "CpSatBackend", "solve_staged"]
 
 log = logging.getLogger(__name__)
 
@@ -51,38 +53,39 @@ budgets in 0.1-0.3 s; the random detector-250's 84-operator tail kept the decomp
 97 % gap after 30 s, where the whole-graph model reaches 0.17 %."""
 
 
-def solve_staged(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_gap: float | None = None,
-                 seed: int = 0, threads: int = 2, warm_start: Schedule | None = None, verbose: bool = False,
-                 record: bool = False, slice_s: float | None = None) -> tuple[CpSatRun, str]:
+def solve_staged(problem: PlacementProblem, options: CpSatOptions = CpSatOptions(),  # noqa: B008 (frozen)
+                 *, warm_start: Schedule | None = None, slice_s: float | None = None) -> tuple[CpSatRun, str]:
     """The three stages above; returns the run (times from the call) and a line naming the stages
     that ran ("" when the whole-graph model alone settled it; no times, so plan.json stays the same).
 
-    ``slice_s`` overrides stage 1's time (0 skips it), for tests and benchmarks.
+    ``options.time_limit_s`` is the limit of all stages together; the whole-graph solves run
+    with ``options`` otherwise.  ``slice_s`` overrides stage 1's time (0 skips it), for tests
+    and benchmarks.
     """
     begin = time.perf_counter()
-    gap = DEFAULT_MIP_GAP if mip_gap is None else float(mip_gap)
-    common = {"mip_gap": mip_gap, "seed": seed, "threads": threads, "verbose": verbose, "record": record}
+    time_limit_s, gap = options.time_limit_s, options.gap_limit
     seg = split_at_bottlenecks(problem)
     useful = len([m for m in seg.members if m]) >= 2 and seg.largest <= LARGEST_SEGMENT
     if not useful:
-        return solve_cpsat(problem, time_limit_s=time_limit_s, warm_start=warm_start, **common), ""
+        return solve_cpsat(problem, options, warm_start=warm_start), ""
 
-    if warm_start is None:  # one heuristic run for every stage, as the partition driver runs it
-        from cimsplit.passes.placement.driver import heuristic_budget_s
-
-        warm_start = best_heuristic(problem, heuristic_budget_s(problem, time_limit_s), seed)
+    if warm_start is None:  # one heuristic run for every stage, as the placement driver runs it
+        warm_start = best_heuristic(problem, heuristic_budget_s(problem, time_limit_s), options.seed)
     warm_at = (time.perf_counter() - begin, warm_start.makespan_ns)
     incumbents: list[tuple[float, float]] = []
 
     def clock() -> float:
         return time.perf_counter() - begin
 
+    def limited(seconds: float) -> CpSatOptions:
+        return dataclasses.replace(options, time_limit_s=seconds)
+
     if slice_s is None:
         slice_s = min(SLICE_S, 0.5 * time_limit_s) - clock()
     best, bound, stages, size = warm_start, 0.0, [], (0, 0)
     if slice_s > 0:
         offset = clock()
-        first = solve_cpsat(problem, time_limit_s=slice_s, warm_start=warm_start, **common)
+        first = solve_cpsat(problem, limited(slice_s), warm_start=warm_start)
         if first.outcome.status != STATUS_TIME_LIMIT:  # proven: stage 1 is the answer
             outcome = dataclasses.replace(first.outcome, time_s=clock())
             moved = [(offset + t, v) for t, v in first.incumbents]
@@ -92,8 +95,8 @@ def solve_staged(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_g
         size = (first.outcome.n_variables, first.outcome.n_constraints)
         stages.append("whole graph not proven in its slice")
     offset = clock()
-    parts = solve_by_segments(problem, time_limit_s=time_limit_s - offset, gap=gap, threads=threads, seed=seed,
-                              warm_start=warm_start)
+    parts = solve_by_segments(problem, time_limit_s=time_limit_s - offset, gap=gap, threads=options.threads,
+                              seed=options.seed, warm_start=warm_start)
     incumbents += [(offset + t, v) for t, v in parts.incumbents]
     bound = max(bound, parts.bound_ns)
     if parts.schedule.makespan_ns <= best.makespan_ns:
@@ -103,8 +106,7 @@ def solve_staged(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_g
     log.info("cp-sat: %d segment solves in %.2f s", parts.solves, parts.time_s)
     offset = clock()
     if best.makespan_ns - bound > gap * best.makespan_ns and time_limit_s - offset > 0.5:
-        last = solve_cpsat(problem, time_limit_s=time_limit_s - offset, warm_start=best, lower_bound_ns=bound,
-                           **common)
+        last = solve_cpsat(problem, limited(time_limit_s - offset), warm_start=best, lower_bound_ns=bound)
         incumbents += [(offset + t, v) for t, v in last.incumbents]
         bound = max(bound, last.outcome.bound_ns)
         if last.schedule is not None and last.schedule.makespan_ns < best.makespan_ns:
@@ -116,7 +118,7 @@ def solve_staged(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_g
     if real_gap > gap:
         status = STATUS_TIME_LIMIT
     else:
-        status = STATUS_OPTIMAL if mip_gap is None or real_gap <= 1e-9 else STATUS_GAP_LIMIT
+        status = STATUS_OPTIMAL if options.mip_gap is None or real_gap <= 1e-9 else STATUS_GAP_LIMIT
     outcome = BackendOutcome(
         solver="cpsat", status=status, on_host=best.on_host, start_ns=best.start_ns,
         host_order=tuple(host_order_by_start(best)), objective_ns=best.makespan_ns, bound_ns=bound,
@@ -124,4 +126,24 @@ def solve_staged(problem: PlacementProblem, *, time_limit_s: float = 60.0, mip_g
     how = ", then ".join(stages)
     log.info("cp-sat: %s", how)
     unit, exact = time_unit_ns(problem)
-    return CpSatRun(outcome, best, unit, exact, incumbents if record else [], warm_at), how
+    return CpSatRun(outcome, best, unit, exact, incumbents if options.record else [], warm_at), how
+
+
+class CpSatBackend:
+    """``--solver cpsat``: ignores the MILP and builds the scheduling model of
+    :mod:`~cimsplit.passes.placement.solvers.cpsat.model`.
+
+    ``options.plain`` selects the model without cuts, bounds or hints; otherwise
+    the time limit is spent as :func:`solve_staged` says (whole graph, bottleneck
+    segments, whole graph again).
+    """
+
+    name = "cpsat"
+
+    def solve(self, problem: PlacementProblem, formulation: object, options: SolveOptions,
+              warm_start: Schedule | None) -> BackendOutcome:
+        cpsat_options = CpSatOptions.from_solve_options(options)
+        if options.plain:
+            return solve_cpsat(problem, cpsat_options, warm_start=warm_start).outcome
+        run, how = solve_staged(problem, cpsat_options, warm_start=warm_start)
+        return dataclasses.replace(run.outcome, detail=how)
