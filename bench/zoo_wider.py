@@ -26,8 +26,8 @@ from pathlib import Path
 
 from table1_scale import run_cpsat  # bench/ is on sys.path when this script runs
 
+from cimsplit.passes.placement.dag import incomparable_pairs
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.testing import incomparable_pairs
 
 NEW_MODELS = "yolov8n,googlenet,efficientnet_b0,mobilenet_v3_small,vit_tiny"
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         problems = zoo_problems(name, args.hw, points)
         prep_s = time.perf_counter() - begin  # build, quantize, load, profile (once per model)
         for label, problem in problems:
-            pairs = incomparable_pairs(problem)
+            pairs = len(incomparable_pairs(problem))
             r = run_cpsat(problem, plain=False, limit_s=args.time_limit, seed=args.seed)
             row = [label, str(problem.n), str(pairs), "-" if math.isnan(r["t1"]) else f"{r['t1']:.2f}", f"{r['time']:.2f}",
                    r["status"], f"{100 * r['gap']:.3f}", f"{r['makespan'] / 1e6:.4f}", f"{prep_s:.0f}", r["stages"]]

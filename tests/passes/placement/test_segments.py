@@ -177,7 +177,7 @@ def test_a_presolve_failure_is_solved_again_without_presolve(monkeypatch, caplog
     expected = solve_cpsat(sub, CpSatOptions(time_limit_s=20.0)).outcome
     assert expected.status == "optimal"
     monkeypatch.setattr(cpsat_backend, "_HORIZON_UNITS", 2.0**40)
-    with caplog.at_level(logging.WARNING, logger="cimsplit.passes.placement.solvers.cpsat.model"):
+    with caplog.at_level(logging.WARNING, logger="cimsplit.passes.placement.solvers.cpsat.solve"):
         out = solve_cpsat(sub, CpSatOptions(time_limit_s=20.0)).outcome
     assert out.status in ("optimal", "gap_limit")
     assert out.objective_ns == pytest.approx(expected.objective_ns, rel=1e-6)
