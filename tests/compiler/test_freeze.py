@@ -88,3 +88,35 @@ def test_compile_and_run_check_with_a_frozen_input(tmp_path, capsys) -> None:
     capsys.readouterr()
     assert main(["run", str(out), "--check"]) == 0  # the original model gets sr=16000 from plan.json
     assert "check passed" in capsys.readouterr().out
+
+
+def _silero_vad_onnx():
+    """silero_vad.onnx from the silero-vad PyPI package when it is installed (found without importing it: torch)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "silero_vad.onnx"
+    return path if path.is_file() else None
+
+
+@pytest.mark.slow
+def test_silero_vad_compiles_and_runs_with_sr_frozen(tmp_path, capsys) -> None:
+    """Fair test material, not a dependency: skipped unless `pip install --no-deps silero-vad`."""
+    path = _silero_vad_onnx()
+    if path is None:
+        pytest.skip("the silero-vad package is not installed")
+    shapes = ["--input-shape", "input=1,512", "--input-shape", "state=2,1,128"]
+    out = tmp_path / "out"
+    assert main(["compile", str(path), "-o", str(out), *shapes, "--freeze-input", "sr=16000"]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    op_types = [op["op_type"] for op in plan["operators"]]
+    assert "If" not in op_types  # every If decided by sr (and by the fixed shapes) is inlined
+    assert op_types.count("LSTM") == 1 and op_types.count("Conv") >= 5  # the 16 kHz network, operator by operator
+    capsys.readouterr()
+    assert main(["run", str(out), "--check"]) == 0
+    assert "check passed" in capsys.readouterr().out
+    assert main(["compile", str(path), "-o", str(tmp_path / "nofreeze"), *shapes]) == 2
+    assert "--freeze-input" in capsys.readouterr().err
