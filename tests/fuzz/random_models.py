@@ -21,7 +21,7 @@ onnxruntime's ``quantize_static``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -62,18 +62,18 @@ class SeededChoices:
 
 
 class HypothesisChoices:
-    """Decisions drawn from a hypothesis ``data`` object, so failures shrink."""
+    """Decisions drawn with hypothesis (``data.draw`` or a ``@composite``'s ``draw``), so failures shrink."""
 
-    def __init__(self, data) -> None:  # noqa: ANN001 - hypothesis.strategies.DataObject
+    def __init__(self, draw: Callable) -> None:
         from hypothesis import strategies as st
 
-        self.data, self.st = data, st
+        self.draw, self.st = draw, st
 
     def integer(self, lo: int, hi: int) -> int:
-        return self.data.draw(self.st.integers(lo, hi))
+        return self.draw(self.st.integers(lo, hi))
 
     def choice(self, options: Sequence[T]) -> T:
-        return options[self.data.draw(self.st.integers(0, len(options) - 1))]
+        return options[self.draw(self.st.integers(0, len(options) - 1))]
 
 
 @dataclass
@@ -351,3 +351,14 @@ def quantize(model: onnx.ModelProto, folder: Path, seed: int = 0) -> Path:
                     weight_type=QuantType.QInt8, per_channel=True)
     src.unlink()
     return out
+
+
+def models(max_steps: int = 10):  # noqa: ANN201 - a hypothesis SearchStrategy[onnx.ModelProto]
+    """Hypothesis strategy of :func:`random_model`; shrinking goes towards one plain operator."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def strategy(draw: Callable) -> onnx.ModelProto:
+        return random_model(HypothesisChoices(draw), max_steps=max_steps)
+
+    return strategy()
