@@ -123,6 +123,11 @@ def _fold(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     import onnx_graphsurgeon as gs
+    import onnxruntime as ort
+
+    # graphsurgeon evaluates with onnxruntime sessions of default options: keep their native
+    # log lines ("[W:onnxruntime:...]") off the terminal unless debugging
+    ort.set_default_logger_severity(2 if logging.getLogger("cimsplit").isEnabledFor(logging.DEBUG) else 4)
 
     try:
         graph = gs.import_onnx(model)
