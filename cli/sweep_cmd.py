@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--paper", action="store_true",
                         help="the paper's grid (section V): resnet18, resnet50, mobilenet_v2, yolov5n with crossbars "
                         "25,50,100,200 and MVM latency 50,100,500,1000ns, on x86 (this machine) unless --hw adds "
-                        "hosts with their --host-profile; the paper's solver limit was 600 s, add --time-limit 600 for it")
+                        "hosts with their --host-profile; zoo models as int8 QDQ like the paper's (--float for float32); "
+                        "the paper's solver limit was 600 s, add --time-limit 600 for it")
     grid = parser.add_argument_group("grid")
     grid.add_argument("--hw", metavar="HW,...", help="hosts: presets (x86, arm) or TOML files, comma-separated (default x86)")
     grid.add_argument("--crossbars", metavar="LIST|A:B:S", help="crossbar counts, e.g. 25,50,100,200 or 0:400:25 (default 25,50,100,200)")
@@ -64,7 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     model.add_argument("--input-shape", metavar="NAME=D0,D1,...", action="append", default=[],
                        help="fix the shape of a graph input of the model files (repeatable)")
     model.add_argument("--image-size", type=int, default=None, metavar="S", help="input side of zoo models (default 224, yolov5n 640)")
-    model.add_argument("--int8", action="store_true", help="build zoo models as int8 QDQ")
+    precision = model.add_mutually_exclusive_group()
+    precision.add_argument("--int8", action="store_true", help="build zoo models as int8 QDQ (the default with --paper)")
+    precision.add_argument("--float", action="store_true", help="with --paper: build the zoo models as float32")
     model.add_argument("--paper-exact", action="store_true", help="no graph input/output transfers (the paper's model)")
     solver = parser.add_argument_group("solver")
     solver.add_argument("--solver", default="auto", help="auto|gurobi|highs|cpsat (default auto)")
@@ -100,6 +103,8 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         if given:
             raise CimsplitError(f"--paper fixes the grid, so {given[0]} cannot be given with it", hint="drop --paper to choose the grid")
         models = PAPER_MODELS
+    elif args.float:
+        raise CimsplitError("--float only applies to --paper", hint="zoo models are float32 unless --int8 is given")
     elif not args.models:
         raise CimsplitError("no model to sweep", hint="pass ONNX files or zoo names, or --paper for the paper's grid")
     else:
@@ -115,7 +120,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     return SweepSpec(
         models=models, hosts=hosts, crossbars=crossbars, mvm_latencies_ns=latencies,
         host_profiles=_host_profiles(args.host_profile), input_shapes=parse_input_shapes(args.input_shape),
-        image_size=args.image_size, int8=args.int8, solver=args.solver, time_limit_s=args.time_limit,
+        image_size=args.image_size, int8=args.int8 or (args.paper and not args.float), solver=args.solver, time_limit_s=args.time_limit,
         mip_gap=args.mip_gap, plain=args.plain, paper_exact=args.paper_exact,
     )
 

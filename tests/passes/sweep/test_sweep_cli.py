@@ -165,6 +165,7 @@ def test_a_host_without_profile_fails_its_points_only(inputs, tmp_path, capsys) 
     (["sweep", "resnet18", "--host-profile", "arm=x.json", "-o", "OUT"], "not in --hw"),
     (["sweep", "resnet18", "--host-profile", "x.json", "-o", "OUT"], "HW=FILE"),
     (["sweep", "-o", "OUT"], "no model"),
+    (["sweep", "resnet18", "--float", "-o", "OUT"], "--float only applies to --paper"),
     (["sweep", "resnet18", "--solver", "simplex-by-hand", "-o", "OUT"], "unknown solver"),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, needle, tmp_path, capsys) -> None:
@@ -258,3 +259,15 @@ def test_paper_flag_is_the_paper_grid() -> None:
     assert spec.crossbars == (25, 50, 100, 200) and spec.mvm_latencies_ns == (50.0, 100.0, 500.0, 1000.0)
     both = spec_from_args(build_parser().parse_args(["sweep", "--paper", "--hw", "x86,arm", "--host-profile", "arm=boards", "-o", "out"]))
     assert both.hosts == ("x86", "arm") and both.host_profiles == {"arm": "boards"} and both.models == spec.models
+
+
+def test_paper_models_are_int8_unless_float() -> None:
+    from cimsplit.cli import build_parser
+    from cimsplit.cli.sweep_cmd import spec_from_args
+
+    def spec(*flags: str):
+        return spec_from_args(build_parser().parse_args(["sweep", *flags, "-o", "out"]))
+
+    assert spec("--paper").int8 is True  # section V: "All models are quantized to 8-bit integer precision"
+    assert spec("--paper", "--float").int8 is False
+    assert spec("resnet18").int8 is False and spec("resnet18", "--int8").int8 is True
