@@ -66,7 +66,7 @@ def _run(name: str, crossbars: int, time_limit_s: float, profile_dir: Path) -> t
     curve = budget_curve(plan, solve)
     curve_s = time.perf_counter() - begin
     counts = Counter(e.reason for e in reasons)
-    unproven = sum(1 for e in reasons if e.forced is not None and e.forced.gap)
+    unproven = sum(1 for e in reasons if e.forced is not None and e.forced.status not in ("optimal", "shortcut", "impossible"))
     capable = sum(1 for v in range(problem.n) if problem.capable(v))
     total = plan_s + reasons_s + curve_s
     row = [f"{name}@{crossbars}", str(problem.n), str(capable), format_time_ns(plan.schedule.makespan_ns),
@@ -84,7 +84,8 @@ def _run(name: str, crossbars: int, time_limit_s: float, profile_dir: Path) -> t
     lines.append(f"  budget curve: 0 -> {format_time_ns(curve.points[0].makespan_ns)}, saturation "
                  f"{curve.saturation} -> {format_time_ns(curve.points[-1].makespan_ns)}; one more crossbar at "
                  f"{crossbars} saves {format_time_ns(here or 0.0)}"
-                 + (f"; the best single crossbar is the {best[0] + 1}th ({format_time_ns(best[1])})" if best else ""))
+                 + (f"; the most valuable crossbar takes the budget from {best[0]} to {best[0] + 1} "
+                    f"({format_time_ns(best[1])})" if best else ""))
     return row, lines
 
 

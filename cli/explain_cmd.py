@@ -101,7 +101,7 @@ def _forced_text(op: dict[str, Any]) -> str:
     if op["forced_makespan_ns"] is None:
         return "-" if op["forced_device"] is None else "impossible"
     text = format_time_ns(op["forced_makespan_ns"])
-    if op["forced_gap"]:
+    if op["forced_status"] not in ("optimal", "shortcut") and op["forced_gap"]:
         text += f" (gap {100 * op['forced_gap']:.2g} %)"
     return text
 
