@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import onnx
+from table1 import host_profile  # bench/ is on sys.path when this script runs
 
 from cimsplit.cli.table import format_table
 from cimsplit.compiler.costs import build_costs
@@ -31,7 +32,6 @@ from cimsplit.compiler.hardware import load_hardware
 from cimsplit.models import zoo
 from cimsplit.passes.placement.driver import place, problem_from_costs
 from cimsplit.passes.placement.options import SolveOptions
-from table1 import host_profile  # bench/ is on sys.path when this script runs
 
 REL_TOL = 1e-6
 

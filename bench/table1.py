@@ -22,12 +22,12 @@ from pathlib import Path
 
 import onnx
 
+from cimsplit.cli.table import format_table
 from cimsplit.compiler.costs import build_costs
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
 from cimsplit.compiler.host_profile import HostProfile, profile_model
-from cimsplit.cli.table import format_table
+from cimsplit.errors import CimsplitError
 from cimsplit.models import zoo
 from cimsplit.passes.placement.driver import place, problem_from_costs
 from cimsplit.passes.placement.options import SolveOptions

@@ -41,17 +41,18 @@ import time
 from pathlib import Path
 
 from cimsplit.errors import CimsplitError
+from cimsplit.passes.placement.dag import incomparable_pairs
+from cimsplit.passes.placement.heuristics import best_heuristic
 from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.solvers.backend import get_backend
 from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, solve_cpsat, solve_staged
-from cimsplit.passes.placement.heuristics import best_heuristic
-from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.dag import incomparable_pairs
 from cimsplit.passes.placement.testing import random_problem
 
 
 def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> PlacementProblem:
     import onnx
+
     from cimsplit.compiler.costs import build_costs
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.hardware import load_hardware

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from cimsplit.passes.rewrite.annotate import annotate
+from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.passes.emit.report import result_to_json
+from cimsplit.passes.placement.baselines import all_baselines, cpu_only, greedy, list_schedule, single_split
+from cimsplit.passes.placement.driver import SOLVER_CHOICES, place, problem_from_costs
+from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
+from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 from cimsplit.passes.placement.solvers.backend import (
     BACKENDS,
     Backend,
@@ -11,17 +18,10 @@ from cimsplit.passes.placement.solvers.backend import (
     BackendUnavailable,
     get_backend,
 )
-from cimsplit.passes.placement.baselines import all_baselines, cpu_only, greedy, list_schedule, single_split
-from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
 from cimsplit.passes.placement.solvers.milp import MilpModel, build_milp
-from cimsplit.passes.placement.driver import SOLVER_CHOICES, place, problem_from_costs
-from cimsplit.passes.placement.options import SolveOptions
-from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.emit.report import result_to_json
-from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
-from cimsplit.passes.placement.simulate import host_order_by_start, simulate
-from cimsplit.passes.rewrite.split import split
 from cimsplit.passes.placement.validate import InternalError, validate
+from cimsplit.passes.rewrite.annotate import annotate
+from cimsplit.passes.rewrite.split import split
 
 __all__ = [
     "BACKENDS",

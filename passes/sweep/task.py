@@ -11,8 +11,8 @@ that fails becomes a row with ``status = "error"`` and the message in
 from __future__ import annotations
 
 import hashlib
-import math
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 

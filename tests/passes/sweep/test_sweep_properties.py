@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from cimsplit.passes.placement.options import DEFAULT_MIP_GAP
-from cimsplit.passes.sweep.run import SweepSpec, run_sweep
 from cimsplit.passes.sweep.grid import PAPER_CROSSBARS, PAPER_MVM_LATENCIES_NS
+from cimsplit.passes.sweep.run import SweepSpec, run_sweep
 
 TOLERANCE = 2 * DEFAULT_MIP_GAP
 
