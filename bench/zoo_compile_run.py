@@ -15,6 +15,8 @@ Prints one row per configuration and the count of failures.
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,17 +24,24 @@ from pathlib import Path
 
 import onnx
 
-from cimsplit.cli.run_cmd import compare, quantization_steps, random_inputs, reference_outputs
-from cimsplit.compiler.costs import build_costs
-from cimsplit.compiler.frontend import load
+from cimsplit.compiler.frontend import ModelSpec
 from cimsplit.compiler.hardware import load_hardware
-from cimsplit.compiler.host_profile import cached_profile
 from cimsplit.models import zoo
-from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
-from cimsplit.passes.emit.report import result_to_json
-from cimsplit.passes.placement.driver import place, problem_from_costs
+from cimsplit.passes.emit.artifacts import write_artifacts
+from cimsplit.passes.pipeline import CompileOptions, compile_model
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.runtime import Session
+
+CIMSPLIT = str(Path(sys.executable).parent / "cimsplit")
+
+
+def run_check(out: Path) -> tuple[bool, float]:
+    """`cimsplit run OUT --check` as a user runs it: (passed, largest absolute difference over the outputs)."""
+    done = subprocess.run([CIMSPLIT, "run", str(out), "--check"], capture_output=True, text=True)
+    diffs = [float(d) for d in re.findall(r"max abs diff (\S+),", done.stdout)]
+    if done.returncode not in (0, 1) or not diffs:
+        sys.stderr.write(done.stderr)
+    return done.returncode == 0, max(diffs, default=float("nan"))
 
 
 def main() -> int:
@@ -59,29 +68,21 @@ def main() -> int:
                     for t_mvm in (float(t) for t in args.mvm_latency.split(",")):
                         start = time.perf_counter()
                         hardware = load_hardware("x86", crossbars=crossbars, mvm_latency_ns=t_mvm)
-                        loaded = load(model_path, crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols))
-                        profile = cached_profile(loaded)
-                        costs = build_costs(loaded.workload, hardware, profile)
-                        result = place(problem_from_costs(loaded.workload, costs), SolveOptions(time_limit_s=args.time_limit))
-                        built = build_artifacts(loaded.model, loaded.workload, result, hardware,
-                                                model_path=str(model_path), fingerprint=loaded.fingerprint,
-                                                report=result_to_json(result, loaded.workload, costs, profile=profile))
+                        compiled = compile_model(ModelSpec(str(model_path)), hardware,
+                                                 CompileOptions(solve=SolveOptions(time_limit_s=args.time_limit)))
+                        result, built = compiled.result, compiled.artifacts
                         out = write_artifacts(Path(tmp) / f"out_{model_path.stem}_{crossbars}_{int(t_mvm)}", built)
                         with Session(out) as session:
-                            feeds = random_inputs(session.input_specs, 0, {})
-                            got = session.run(feeds)
                             assert session.timeline.makespan_ns == built.plan.makespan_ns
-                        ref = reference_outputs(str(model_path), feeds, list(got), 1)
-                        diffs = compare(got, ref, quantization_steps(str(model_path)))
-                        ok = all(row[3] for row in diffs)
+                        ok, max_abs_diff = run_check(out)
                         failures += not ok
                         rows += 1
                         plan = built.plan
                         print(f"{name:<13} {'int8' if int8 else 'fp32':<5} {crossbars:>4} {int(t_mvm):>5} "
-                              f"{len(loaded.workload.operators):>4} {len(plan.partitions):>5} {len(plan.transfers):>5} "
+                              f"{len(compiled.costed.loaded.workload.operators):>4} {len(plan.partitions):>5} {len(plan.transfers):>5} "
                               f"{plan.makespan_ns / 1e6:>8.3f}ms {result.speedup:>6.2f}x "
                               f"{result.solver.name + '/' + result.solver.status:<16} "
-                              f"{max(row[1] for row in diffs):>12.3g} {'ok' if ok else 'FAIL':<5} "
+                              f"{max_abs_diff:>12.3g} {'ok' if ok else 'FAIL':<5} "
                               f"{time.perf_counter() - start:>5.1f}s", flush=True)
     print(f"{rows - failures} passed, {failures} failed")
     return 1 if failures else 0

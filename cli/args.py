@@ -1,118 +1,178 @@
-"""Argument groups shared by subcommands (Polygraphy style): model, hardware, solver."""
+"""Flag groups shared by subcommands, each parsing into a typed value (Polygraphy's ``BaseArgs`` style).
+
+A group adds its flags with ``add_to_parser(parser)`` and turns the parsed
+namespace into a frozen value with ``parse(args)``; every check of its flags
+happens there, once.  Library code only ever sees those values:
+
+``ModelArgs``     MODEL, ``--input-shape``, ``--freeze-input``
+                                                 -> :class:`~cimsplit.compiler.frontend.ModelSpec`
+``HardwareArgs``  ``--hw``, overrides, profile   -> :class:`~cimsplit.compiler.hardware.Hardware`
+                  (``--paper-exact``, ``--op-latency`` -> :meth:`HardwareArgs.compile_options`)
+``SolverArgs``    ``--solver``, ``--time-limit``, ``--mip-gap``, ``--plain``, ``--verbose``
+                                                 -> :class:`~cimsplit.passes.placement.options.SolveOptions`
+``OutputArgs``    ``-o``, ``--force``            -> :class:`OutputSpec`
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
-import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cimsplit.errors import CimsplitError
 
 if TYPE_CHECKING:
-    from cimsplit.compiler.costs import Costs
-    from cimsplit.compiler.frontend import LoadedModel
+    from cimsplit.compiler.frontend import ModelSpec
     from cimsplit.compiler.hardware import Hardware
-    from cimsplit.compiler.host_profile import HostProfile
-    from cimsplit.passes.placement.result import PlacementResult
+    from cimsplit.passes.pipeline import CompileOptions
+    from cimsplit.passes.placement.options import SolveOptions
+
+__all__ = ["ModelArgs", "HardwareArgs", "SolverArgs", "OutputArgs", "OutputSpec"]
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("model")
-    group.add_argument("model", metavar="MODEL", help="ONNX model file")
-    group.add_argument(
-        "--input-shape", metavar="NAME=D0,D1,...", action="append", default=[],
-        help="fix the shape of a graph input with symbolic or unknown dims (repeatable)",
-    )
-    group.add_argument(
-        "--freeze-input", metavar="NAME=VALUE", action="append", default=[],
-        help="make a scalar or small graph input a constant and fold what depends on it, e.g. an If on it (repeatable)",
-    )
+class ModelArgs:
+    """The model file and the shapes of its symbolic inputs."""
+
+    @staticmethod
+    def add_to_parser(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("model")
+        group.add_argument("model", metavar="MODEL", help="ONNX model file")
+        group.add_argument(
+            "--input-shape", metavar="NAME=D0,D1,...", action="append", default=[],
+            help="fix the shape of a graph input with symbolic or unknown dims (repeatable)",
+        )
+        group.add_argument(
+            "--freeze-input", metavar="NAME=VALUE", action="append", default=[],
+            help="make a scalar or small graph input a constant and fold what depends on it, e.g. an If on it (repeatable)",
+        )
+
+    @staticmethod
+    def parse(args: argparse.Namespace) -> ModelSpec:
+        from cimsplit.compiler.freeze import parse_frozen_inputs
+        from cimsplit.compiler.frontend import ModelSpec, parse_input_shapes
+
+        return ModelSpec(args.model, parse_input_shapes(args.input_shape), parse_frozen_inputs(args.freeze_input))
 
 
-def add_hardware_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("hardware")
-    group.add_argument("--hw", default="x86", metavar="x86|arm|FILE.toml", help="hardware preset or TOML file (default x86)")
-    group.add_argument("--crossbars", metavar="C", help="number of crossbars C")
-    group.add_argument("--mvm-latency", metavar="T", help="latency of one MVM, e.g. 50ns or 0.05us")
-    group.add_argument("--bus-bandwidth", metavar="B", help="CPU-CIM bus and CIM internal bandwidth, e.g. 20.48GB/s")
-    group.add_argument("--crossbar-size", metavar="RxC", help="crossbar rows x columns, e.g. 256x256")
-    group.add_argument("--host-profile", metavar="FILE", help="host latencies measured by `cimsplit profile` (default: profile this machine)")
-    group.add_argument("--op-latency", metavar="NAME=DURATION", action="append", default=[],
-                       help="host latency of an operator onnxruntime cannot profile (custom domain), by node name or "
-                            "op type, e.g. MyOp=2us (repeatable)")
-    group.add_argument("--paper-exact", action="store_true", help="no graph input/output transfers (the paper's model)")
+class HardwareArgs:
+    """The hardware preset or TOML file, every figure overridable, and the host profile."""
+
+    @staticmethod
+    def add_to_parser(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("hardware")
+        group.add_argument("--hw", default="x86", metavar="x86|arm|FILE.toml", help="hardware preset or TOML file (default x86)")
+        group.add_argument("--crossbars", metavar="C", help="number of crossbars C")
+        group.add_argument("--mvm-latency", metavar="T", help="latency of one MVM, e.g. 50ns or 0.05us")
+        group.add_argument("--bus-bandwidth", metavar="B", help="CPU-CIM bus and CIM internal bandwidth, e.g. 20.48GB/s")
+        group.add_argument("--crossbar-size", metavar="RxC", help="crossbar rows x columns, e.g. 256x256")
+        group.add_argument("--host-profile", metavar="FILE", help="host latencies measured by `cimsplit profile` (default: profile this machine)")
+        group.add_argument("--op-latency", metavar="NAME=DURATION", action="append", default=[],
+                           help="host latency of an operator onnxruntime cannot profile (custom domain), by node name or "
+                                "op type, e.g. MyOp=2us (repeatable)")
+        group.add_argument("--paper-exact", action="store_true", help="no graph input/output transfers (the paper's model)")
+
+    @staticmethod
+    def parse(args: argparse.Namespace) -> Hardware:
+        """``--hw`` then every override; ``--host-profile`` replaces the TOML's ``host_profile``."""
+        from cimsplit.compiler.hardware import hardware_from_flags
+
+        return hardware_from_flags(
+            args.hw or "x86", crossbars=args.crossbars, mvm_latency=args.mvm_latency, bus_bandwidth=args.bus_bandwidth,
+            crossbar_size=args.crossbar_size, host_profile=args.host_profile,
+        )
+
+    @staticmethod
+    def compile_options(args: argparse.Namespace, solve: SolveOptions | None = None) -> CompileOptions:
+        """The cost-model flags (``--paper-exact``, ``--op-latency``) and ``solve`` as compile options."""
+        from cimsplit.compiler.opaque import parse_op_latencies
+        from cimsplit.passes.pipeline import CompileOptions
+
+        options = CompileOptions(paper_exact=bool(args.paper_exact), op_latencies=parse_op_latencies(args.op_latency))
+        return options if solve is None else dataclasses.replace(options, solve=solve)
 
 
-def add_solver_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("solver")
-    group.add_argument("--solver", default="auto", help="auto|gurobi|highs|cpsat (default auto)")
-    group.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS", help="solver time limit (default 60)")
-    group.add_argument("--mip-gap", type=float, default=None, metavar="GAP", help="relative MIP gap to stop at")
-    group.add_argument("--plain", action="store_true", help="the paper's plain formulation, without cuts or tightenings")
-    group.add_argument("--verbose", action="store_true", help="show solver output")
+class SolverArgs:
+    """Which solver, how long, how exact; ``verbose=False`` leaves out ``--verbose`` (the sweep's workers)."""
+
+    def __init__(self, verbose: bool = True, time_limit_help: str = "solver time limit (default 60)") -> None:
+        self.verbose = verbose
+        self.time_limit_help = time_limit_help
+
+    def add_to_parser(self, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("solver")
+        group.add_argument("--solver", default="auto", help="auto|gurobi|highs|cpsat (default auto)")
+        group.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS", help=self.time_limit_help)
+        group.add_argument("--mip-gap", type=float, default=None, metavar="GAP", help="relative MIP gap to stop at")
+        group.add_argument("--plain", action="store_true", help="the paper's plain formulation, without cuts or tightenings")
+        if self.verbose:
+            group.add_argument("--verbose", action="store_true", help="show solver output")
+
+    @staticmethod
+    def parse(args: argparse.Namespace) -> SolveOptions:
+        """Refuse bad solver flags before the (slow) loading and profiling."""
+        from cimsplit.passes.placement.driver import SOLVER_CHOICES
+        from cimsplit.passes.placement.options import SolveOptions
+
+        if args.solver not in SOLVER_CHOICES:
+            raise CimsplitError(f"unknown solver {args.solver!r}", hint=f"--solver takes one of {', '.join(SOLVER_CHOICES)}")
+        if not (math.isfinite(args.time_limit) and args.time_limit > 0):
+            raise CimsplitError(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
+        if args.mip_gap is not None and not (math.isfinite(args.mip_gap) and 0 <= args.mip_gap < 1):
+            raise CimsplitError(f"--mip-gap must be in [0, 1), got {args.mip_gap:g}")
+        if args.solver == "gurobi":
+            from cimsplit.passes.placement.solvers.gurobi import import_gurobipy
+
+            import_gurobipy()
+        return SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
+                            verbose=bool(getattr(args, "verbose", False)))
 
 
 @dataclass(frozen=True)
-class CostedModel:
-    """What the model and hardware argument groups resolve to."""
+class OutputSpec:
+    """Where to write and whether an existing file or non-empty directory may be replaced."""
 
-    hardware: Hardware
-    loaded: LoadedModel
-    profile: HostProfile
-    costs: Costs
-    warnings: tuple[str, ...] = ()
-    """For plan.json: operators whose host latency is unknown (compiler/opaque.py)."""
+    path: Path | None
+    force: bool
 
 
-def costed_model(args: argparse.Namespace) -> CostedModel:
-    """Hardware, simplified model, host profile (given or measured here) and costs, from the flags."""
-    from cimsplit.compiler.costs import build_costs
-    from cimsplit.compiler.freeze import parse_frozen_inputs
-    from cimsplit.compiler.frontend import load, parse_input_shapes
-    from cimsplit.compiler.hardware import hardware_from_args
-    from cimsplit.compiler.host_profile import host_profile_for
-    from cimsplit.compiler.opaque import opaque_latencies, parse_op_latencies
+class OutputArgs:
+    """``-o`` (a file or a directory) and ``--force``."""
 
-    hardware = hardware_from_args(args)
-    loaded = load(args.model, parse_input_shapes(args.input_shape),
-                  crossbar_size=(hardware.crossbar_rows, hardware.crossbar_cols),
-                  frozen_inputs=parse_frozen_inputs(args.freeze_input))
-    profile = host_profile_for(args, loaded)
-    profile, warnings = opaque_latencies(profile, loaded.model, parse_op_latencies(getattr(args, "op_latency", None)))
-    costs = build_costs(loaded.workload, hardware, profile, paper_exact=args.paper_exact)
-    return CostedModel(hardware, loaded, profile, costs, warnings)
+    def __init__(self, kind: str, *, required: bool, help: str, force_help: str) -> None:
+        if kind not in ("file", "directory"):
+            raise ValueError(f"kind must be 'file' or 'directory', not {kind!r}")
+        self.kind, self.required, self.help, self.force_help = kind, required, help, force_help
 
+    def add_to_parser(self, parser: argparse.ArgumentParser) -> None:
+        metavar = "DIR" if self.kind == "directory" else "FILE"
+        parser.add_argument("-o", "--output", required=self.required, metavar=metavar, help=self.help)
+        parser.add_argument("--force", action="store_true", help=self.force_help)
 
-def partition_from_args(args: argparse.Namespace, costed: CostedModel) -> PlacementResult:
-    """Solve the partitioning problem with the solver flags; warnings go to stderr."""
-    from cimsplit.passes.placement.driver import place, problem_from_costs
-    from cimsplit.passes.placement.options import SolveOptions
+    def parse(self, args: argparse.Namespace, protect: Iterable[str | Path] = ()) -> OutputSpec:
+        """Refuse a destination that cannot be written or would replace something without ``--force``.
 
-    problem = problem_from_costs(costed.loaded.workload, costed.costs)
-    options = SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
-                           verbose=args.verbose)
-    result = place(problem, options)
-    if costed.warnings:  # operators without a host latency: plan.json says so
-        result = dataclasses.replace(result, warnings=(*costed.warnings, *result.warnings))
-    for warning in result.warnings:
-        sys.stderr.write(f"warning: {warning}\n")
-    return result
+        ``protect`` lists the inputs, which are never overwritten or deleted.
+        """
+        spec = OutputSpec(Path(args.output) if args.output else None, bool(args.force))
+        if spec.path is None:
+            return spec
+        if self.kind == "directory":
+            from cimsplit.passes.emit.directory import check_destination
 
-
-def check_solver_args(args: argparse.Namespace) -> None:
-    """Refuse bad solver flags before the (slow) loading and profiling."""
-    from cimsplit.passes.placement.driver import SOLVER_CHOICES
-
-    if args.solver not in SOLVER_CHOICES:
-        raise CimsplitError(f"unknown solver {args.solver!r}", hint=f"--solver takes one of {', '.join(SOLVER_CHOICES)}")
-    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
-        raise CimsplitError(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
-    if args.mip_gap is not None and not (math.isfinite(args.mip_gap) and 0 <= args.mip_gap < 1):
-        raise CimsplitError(f"--mip-gap must be in [0, 1), got {args.mip_gap:g}")
-    if args.solver == "gurobi":
-        from cimsplit.passes.placement.solvers.gurobi import import_gurobipy
-
-        import_gurobipy()
+            check_destination(spec.path, spec.force, protect=[Path(p) for p in protect])
+            return spec
+        path = spec.path
+        if path.is_dir():
+            raise CimsplitError(f"{path} is a directory", hint="pass -o with a file name")
+        if path.exists() and any(path.resolve() == Path(p).resolve() for p in protect):
+            raise CimsplitError(f"{path} is the input model", hint="pass -o with another file name")
+        blocking = next((p for p in path.parents if p.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise CimsplitError(f"cannot create {path}: {blocking} is a file, not a folder")
+        if path.exists() and not spec.force:
+            raise CimsplitError(f"{path} already exists", hint="pass --force to overwrite it")
+        return spec

@@ -20,9 +20,14 @@ The directory is written atomically; an existing non-empty DIR is replaced only 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
 from pathlib import Path
 
-from cimsplit.cli.args import add_hardware_args, add_model_args, add_solver_args, check_solver_args, costed_model, partition_from_args
+from cimsplit.cli.args import HardwareArgs, ModelArgs, OutputArgs, SolverArgs
+
+OUTPUT = OutputArgs("directory", required=True, help="output directory", force_help="replace DIR if it exists and is not empty")
+SOLVER = SolverArgs()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,41 +36,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Partition MODEL between host and CIM (ILP of section IV-B), annotate it, split it into "
                     "per-device ONNX partitions joined by explicit transfers, and write everything into DIR.",
     )
-    add_model_args(parser)
-    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
-    parser.add_argument("--force", action="store_true", help="replace DIR if it exists and is not empty")
+    ModelArgs.add_to_parser(parser)
+    OUTPUT.add_to_parser(parser)
     parser.add_argument("--explain", action="store_true",
                         help="also write explain.json and stamp the reasons on annotated.onnx (one re-solve per "
                              "CIM-capable operator and per budget where the placement changes)")
-    add_hardware_args(parser)
-    add_solver_args(parser)
+    HardwareArgs.add_to_parser(parser)
+    SOLVER.add_to_parser(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cimsplit.cli.explain_cmd import explain_from_args
     from cimsplit.compiler.units import format_time_ns
-    from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
-    from cimsplit.passes.emit.directory import check_destination
-    from cimsplit.passes.emit.report import result_to_json
+    from cimsplit.passes.emit.artifacts import write_artifacts
+    from cimsplit.passes.pipeline import compile_model
 
-    check_solver_args(args)
-    out_dir = Path(args.output)
-    model_path = Path(args.model)
-    check_destination(out_dir, args.force, protect=[model_path])  # fail before the expensive part
-    costed = costed_model(args)
-    hardware, loaded, profile, costs = costed.hardware, costed.loaded, costed.profile, costed.costs
-    result = partition_from_args(args, costed)
-    explanation = explain_from_args(args, costed, result) if args.explain else None
-    artifacts = build_artifacts(
-        loaded.model, loaded.workload, result, hardware,
-        model_path=str(model_path.resolve()), fingerprint=loaded.fingerprint,
-        report=result_to_json(result, loaded.workload, costs, profile=profile) | _frozen_report(args),
-        explanation=explanation,
-    )
-    write_artifacts(out_dir, artifacts, force=args.force, protect=(model_path,))
+    solve = SOLVER.parse(args)
+    output = OUTPUT.parse(args, protect=[args.model])  # fail before the expensive part
+    hardware = HardwareArgs.parse(args)
+    spec = ModelArgs.parse(args)
+    options = dataclasses.replace(HardwareArgs.compile_options(args, solve), explain=bool(args.explain))
+    compiled = compile_model(spec, hardware, options)
+    result = compiled.result
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    out_dir = output.path
+    assert out_dir is not None  # -o is required
+    write_artifacts(out_dir, compiled.artifacts, force=output.force, protect=(Path(spec.path),))
 
-    plan = artifacts.plan
+    plan = compiled.artifacts.plan
     parts = plan.partitions
     by_device = {d: sum(1 for p in parts if p.device == d) for d in ("host", "cim")}
     print(f"compiled {args.model} -> {out_dir}")
@@ -80,16 +79,9 @@ def run(args: argparse.Namespace) -> int:
     total_bytes = sum(t.bytes for t in plan.transfers)
     print(f"transfers: {len(plan.transfers)}, {total_bytes} bytes, "
           f"{format_time_ns(sum(t.latency_ns for t in plan.transfers))} on the bus")
+    explanation = compiled.placed.explanation
     print("files: annotated.onnx, " + ", ".join(p.file for p in parts) + ", partitioned.onnx, plan.json, trace.json"
           + ("" if explanation is None else ", explain.json"))
     if explanation is not None:
         print(f"explained in {explanation.time_s:.2f} s ({explanation.solves} solves): `cimsplit explain {out_dir}`")
     return 0
-
-
-def _frozen_report(args: argparse.Namespace) -> dict:
-    """``--freeze-input`` values for plan.json, so that ``run --check`` feeds them to the original model."""
-    from cimsplit.compiler.freeze import parse_frozen_inputs
-
-    frozen = parse_frozen_inputs(args.freeze_input)
-    return {"frozen_inputs": frozen} if frozen else {}

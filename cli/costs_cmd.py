@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cimsplit.cli.args import add_hardware_args, add_model_args, costed_model
+from cimsplit.cli.args import HardwareArgs, ModelArgs
 from cimsplit.cli.table import format_table
 from cimsplit.compiler.units import format_time_ns
 
@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Cost the model's operators: host latency from a host profile (IV-A1), CIM latency "
                     "(eq. 2-3), crossbars (eq. 1) and transfers (eq. 4).",
     )
-    add_model_args(parser)
-    add_hardware_args(parser)
+    ModelArgs.add_to_parser(parser)
+    HardwareArgs.add_to_parser(parser)
     parser.add_argument("--json", action="store_true", help="print the costs as JSON")
     parser.set_defaults(func=run)
 
@@ -33,9 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.costs import costs_to_dict
     from cimsplit.compiler.hardware import describe_hardware
+    from cimsplit.passes.pipeline import cost_model
 
-    costed = costed_model(args)
-    hardware, loaded, profile, costs = costed.hardware, costed.loaded, costed.profile, costed.costs
+    hardware = HardwareArgs.parse(args)
+    costed = cost_model(ModelArgs.parse(args), hardware, HardwareArgs.compile_options(args))
+    loaded, profile, costs = costed.loaded, costed.profile, costed.costs
     workload = loaded.workload
     if args.json:
         print(json.dumps(costs_to_dict(costs, workload), sort_keys=True, indent=2))

@@ -18,20 +18,15 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cimsplit.cli.args import add_hardware_args, add_model_args, add_solver_args
+from cimsplit.cli.args import HardwareArgs, ModelArgs, SolverArgs
 from cimsplit.cli.table import format_table
 from cimsplit.compiler.units import format_time_ns
 from cimsplit.errors import CimsplitError
 
-if TYPE_CHECKING:
-    from cimsplit.cli.args import CostedModel
-    from cimsplit.passes.placement.explain import Explanation
-    from cimsplit.passes.placement.problem import PlacementProblem
-    from cimsplit.passes.placement.result import PlacementResult
-
 EXPLAIN_FILE = "explain.json"
+SOLVER = SolverArgs()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "the reason it sits on its device and the makespan if it were forced to the other one; "
                     "the exact makespan at every crossbar budget up to saturation.",
     )
-    add_model_args(parser)
+    ModelArgs.add_to_parser(parser)
     parser.add_argument("--operator", metavar="NAME", action="append", default=None,
                         help="explain only this operator (repeatable)")
     parser.add_argument("--json", action="store_true", help="print the explanation as JSON")
@@ -49,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="print the makespan at every budget and write a plot (see --plot)")
     parser.add_argument("--plot", metavar="FILE", default=None,
                         help="where --budget-curve writes its plot (default <model>_budget_curve.png here)")
-    add_hardware_args(parser)
-    add_solver_args(parser)
+    HardwareArgs.add_to_parser(parser)
+    SOLVER.add_to_parser(parser)
     parser.set_defaults(func=run)
 
 
@@ -65,35 +60,22 @@ def _from_directory(directory: Path) -> dict[str, Any]:
         raise CimsplitError(f"cannot read {path}: {exc}") from exc
 
 
-def explain_from_args(args: argparse.Namespace, costed: CostedModel, plan: PlacementResult) -> Explanation:
-    """Every forced move and the budget curve of ``plan``, with the solver flags' solver and limits."""
-    from cimsplit.passes.placement.driver import place
-    from cimsplit.passes.placement.explain import explain_plan
-    from cimsplit.passes.placement.options import SolveOptions
-
-    options = SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
-                           verbose=args.verbose)
-
-    def solve(problem: PlacementProblem) -> PlacementResult:
-        return place(problem, options)
-
-    not_capable = {op.name: op.reason or "not CIM-capable" for op in costed.loaded.workload.operators
-                   if not op.cim_capable}
-    return explain_plan(plan, solve, operators=getattr(args, "operator", None), not_capable=not_capable)
-
-
 def _from_model(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
-    from cimsplit.cli.args import check_solver_args, costed_model, partition_from_args
     from cimsplit.passes.emit.explanation import explanation_to_json
+    from cimsplit.passes.pipeline import cost_model, explain_placement, place_model
 
-    check_solver_args(args)
-    costed = costed_model(args)
-    plan = partition_from_args(args, costed)
+    options = SOLVER.parse(args)
+    compile_options = HardwareArgs.compile_options(args, options)
+    costed = cost_model(ModelArgs.parse(args), HardwareArgs.parse(args), compile_options)
+    plan = place_model(costed, compile_options).result
+    for warning in plan.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
     unknown = sorted(set(args.operator or ()) - set(plan.problem.names))
     if unknown:
         raise CimsplitError(f"the model has no operator {unknown[0]!r}",
                             hint="`cimsplit inspect MODEL` lists the operators")
-    explanation = explain_from_args(args, costed, plan)
+
+    explanation = explain_placement(costed.loaded.workload, plan, options, operators=args.operator)
     return explanation_to_json(explanation), explanation.time_s
 
 

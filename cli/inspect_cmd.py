@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cimsplit.cli.args import add_model_args
+from cimsplit.cli.args import ModelArgs
 from cimsplit.compiler.units import parse_crossbar_size
 from cimsplit.compiler.workload import Workload
 from cimsplit.errors import CimsplitError
@@ -27,19 +27,18 @@ def _crossbar_size(text: str) -> tuple[int, int]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("inspect", help="show the workload DAG: operators, fusion, CIM capability, GEMM shapes")
-    add_model_args(parser)
+    ModelArgs.add_to_parser(parser)
     parser.add_argument("--crossbar-size", default="256x256", metavar="RxC", help="crossbar rows x columns (default 256x256)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cimsplit.compiler.freeze import parse_frozen_inputs
-    from cimsplit.compiler.frontend import load, parse_input_shapes
+    from cimsplit.compiler.frontend import load
 
     crossbar_size = _crossbar_size(args.crossbar_size)
-    loaded = load(args.model, parse_input_shapes(args.input_shape), crossbar_size=crossbar_size,
-                  frozen_inputs=parse_frozen_inputs(args.freeze_input))
+    spec = ModelArgs.parse(args)
+    loaded = load(spec.path, dict(spec.input_shapes), crossbar_size=crossbar_size, frozen_inputs=dict(spec.frozen_inputs))
     if args.json:
         sys.stdout.write(json.dumps(workload_json(loaded.workload), indent=2) + "\n")
     else:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
-from cimsplit.cli.args import add_hardware_args, add_model_args, add_solver_args, check_solver_args, costed_model, partition_from_args
+from cimsplit.cli.args import HardwareArgs, ModelArgs, SolverArgs
 from cimsplit.cli.table import format_table
 from cimsplit.compiler.units import format_time_ns
+
+SOLVER = SolverArgs()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,9 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Solve the partitioning ILP of section IV-B for MODEL and print the schedule beside the "
                     "CPU-only, greedy and single-split baselines, with the Table I statistics of the solve.",
     )
-    add_model_args(parser)
-    add_hardware_args(parser)
-    add_solver_args(parser)
+    ModelArgs.add_to_parser(parser)
+    HardwareArgs.add_to_parser(parser)
+    SOLVER.add_to_parser(parser)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
@@ -39,14 +42,19 @@ def _gap_text(gap: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.hardware import describe_hardware
-    from cimsplit.passes.placement.driver import MILP_SOLVERS
     from cimsplit.passes.emit.report import result_to_json, schedule_summary
+    from cimsplit.passes.pipeline import cost_model, place_model
+    from cimsplit.passes.placement.driver import MILP_SOLVERS
 
-    check_solver_args(args)
-    costed = costed_model(args)
-    hardware, loaded, profile, costs = costed.hardware, costed.loaded, costed.profile, costed.costs
+    solve = SOLVER.parse(args)
+    hardware = HardwareArgs.parse(args)
+    options = HardwareArgs.compile_options(args, solve)
+    costed = cost_model(ModelArgs.parse(args), hardware, options)
+    loaded, profile, costs = costed.loaded, costed.profile, costed.costs
     workload = loaded.workload
-    result = partition_from_args(args, costed)
+    result = place_model(costed, options).result
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
     if args.json:
         document = result_to_json(result, workload, costs, profile=profile)
         print(json.dumps(document, sort_keys=True, indent=2))
@@ -60,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"solver: {stats.reason}")
     print()
     kind = "ILP" if stats.name in MILP_SOLVERS else stats.name.upper()
-    label = f"{kind} ({stats.name}{', plain' if args.plain and kind == 'ILP' else ''})"
+    label = f"{kind} ({stats.name}{', plain' if solve.plain and kind == 'ILP' else ''})"
     rows = []
     for name, schedule in [(label, result.schedule), *result.baselines.items()]:
         summary = schedule_summary(result, schedule)

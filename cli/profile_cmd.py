@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
-from cimsplit.cli.args import add_model_args
+from cimsplit.cli.args import ModelArgs, OutputArgs
 from cimsplit.cli.table import format_table
 from cimsplit.compiler.units import format_time_ns
 from cimsplit.errors import CimsplitError
+
+OUTPUT = OutputArgs("file", required=False, help="write the profile as JSON", force_help="overwrite FILE if it exists")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,21 +27,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "warm-up runs dropped, median/p10/p90 per node) and time the whole model with optimizations "
                     "off and on.",
     )
-    add_model_args(parser)
+    ModelArgs.add_to_parser(parser)
     parser.add_argument("--runs", type=int, default=30, metavar="N", help="recorded runs (default 30)")
     parser.add_argument("--warmup", type=int, default=5, metavar="N", help="warm-up runs, not recorded (default 5)")
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="ORT intra-op threads (default 1, like the paper's single-core hosts)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random inputs (default 0)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the profile as JSON")
-    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    OUTPUT.add_to_parser(parser)
     parser.add_argument("--top", type=int, default=10, metavar="K", help="nodes shown in the summary (default 10)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cimsplit.compiler.freeze import parse_frozen_inputs
-    from cimsplit.compiler.frontend import load, parse_input_shapes
+    from cimsplit.compiler.frontend import load
     from cimsplit.compiler.host_profile import profile_model
 
     if args.runs < 1:
@@ -49,16 +48,9 @@ def run(args: argparse.Namespace) -> int:
         raise CimsplitError(f"--warmup must be zero or more, not {args.warmup}", hint="e.g. --warmup 5")
     if args.threads < 1:
         raise CimsplitError(f"--threads must be at least 1, not {args.threads}", hint="e.g. --threads 1")
-    output = Path(args.output) if args.output else None
-    if output is not None:
-        if output.is_dir():
-            raise CimsplitError(f"{output} is a directory", hint="pass -o with a file name")
-        if output.exists() and output.resolve() == Path(args.model).resolve():
-            raise CimsplitError(f"{output} is the input model", hint="pass -o with another file name")
-        if output.exists() and not args.force:
-            raise CimsplitError(f"{output} already exists", hint="pass --force to overwrite it")
-
-    loaded = load(args.model, parse_input_shapes(args.input_shape), frozen_inputs=parse_frozen_inputs(args.freeze_input))
+    output = OUTPUT.parse(args, protect=[args.model]).path
+    spec = ModelArgs.parse(args)
+    loaded = load(spec.path, dict(spec.input_shapes), frozen_inputs=dict(spec.frozen_inputs))
     profile = profile_model(
         loaded, runs=args.runs, warmup=args.warmup, threads=args.threads, seed=args.seed,
         progress=False if args.no_progress else None,

@@ -22,8 +22,10 @@ import sys
 from collections import Counter
 from typing import Any
 
+from cimsplit.cli.args import SolverArgs
 from cimsplit.errors import CimsplitError
 
+SOLVER = SolverArgs(verbose=False, time_limit_help="solver time limit per point (default 60)")
 
 EPILOG = """\
 values: lists (25,50,100) or ranges START:STOP:STEP with both ends inclusive
@@ -69,11 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     precision.add_argument("--int8", action="store_true", help="build zoo models as int8 QDQ (the default with --paper)")
     precision.add_argument("--float", action="store_true", help="with --paper: build the zoo models as float32")
     model.add_argument("--paper-exact", action="store_true", help="no graph input/output transfers (the paper's model)")
-    solver = parser.add_argument_group("solver")
-    solver.add_argument("--solver", default="auto", help="auto|gurobi|highs|cpsat (default auto)")
-    solver.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS", help="solver time limit per point (default 60)")
-    solver.add_argument("--mip-gap", type=float, default=None, metavar="GAP", help="relative MIP gap to stop at")
-    solver.add_argument("--plain", action="store_true", help="the paper's plain formulation, without cuts or tightenings")
+    SOLVER.add_to_parser(parser)
     where = parser.add_argument_group("execution").add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, default=None, metavar="N", help="local worker processes (default: CPU count; 1 = in this process)")
     where.add_argument("--scheduler", metavar="ADDRESS", help="run the points on a Dask distributed cluster, e.g. tcp://host:8786")
@@ -94,8 +92,8 @@ def _host_profiles(items: list[str]) -> dict[str, str]:
 def spec_from_args(args: argparse.Namespace) -> Any:
     """The :class:`SweepSpec` of the command line (``--paper`` fixes the grid)."""
     from cimsplit.compiler.frontend import parse_input_shapes
-    from cimsplit.passes.sweep.run import SweepSpec
     from cimsplit.passes.sweep.grid import PAPER_CROSSBARS, PAPER_HOSTS, PAPER_MODELS, PAPER_MVM_LATENCIES_NS, parse_int_values, parse_time_values
+    from cimsplit.passes.sweep.run import SweepSpec
 
     if args.paper:
         given = [flag for flag, value in (("MODEL", args.models), ("--crossbars", args.crossbars),
@@ -112,16 +110,14 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     hosts = tuple(h.strip() for h in args.hw.split(",") if h.strip()) if args.hw is not None else PAPER_HOSTS
     if not hosts:
         raise CimsplitError(f"--hw {args.hw!r} names no host", hint="e.g. --hw x86,arm")
-    from cimsplit.cli.args import check_solver_args
-
-    check_solver_args(args)  # a bad --solver or --mip-gap fails now, not in every point
+    solve = SOLVER.parse(args)  # a bad --solver or --mip-gap fails now, not in every point
     crossbars = parse_int_values(args.crossbars) if args.crossbars else PAPER_CROSSBARS
     latencies = parse_time_values(args.mvm_latency) if args.mvm_latency else PAPER_MVM_LATENCIES_NS
     return SweepSpec(
         models=models, hosts=hosts, crossbars=crossbars, mvm_latencies_ns=latencies,
         host_profiles=_host_profiles(args.host_profile), input_shapes=parse_input_shapes(args.input_shape),
-        image_size=args.image_size, int8=args.int8 or (args.paper and not args.float), solver=args.solver, time_limit_s=args.time_limit,
-        mip_gap=args.mip_gap, plain=args.plain, paper_exact=args.paper_exact,
+        image_size=args.image_size, int8=args.int8 or (args.paper and not args.float), solver=solve.solver,
+        time_limit_s=solve.time_limit_s, mip_gap=solve.mip_gap, plain=solve.plain, paper_exact=args.paper_exact,
     )
 
 

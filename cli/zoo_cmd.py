@@ -11,10 +11,12 @@ once complete, so an interrupted run loses nothing.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from cimsplit.cli.args import OutputArgs
 from cimsplit.errors import CimsplitError
 from cimsplit.files import write_atomic
+
+OUTPUT = OutputArgs("file", required=False, help="ONNX file to write", force_help="overwrite FILE if it exists")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,14 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Build a zoo model with deterministic random weights (opset 17, float32 or int8 QDQ).",
     )
     parser.add_argument("name", nargs="?", metavar="NAME", help="model name (see --list)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="ONNX file to write")
+    OUTPUT.add_to_parser(parser)
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--int8", action="store_true", help="quantize to int8 QDQ with onnxruntime (static, seeded calibration)")
     parser.add_argument("--batch", type=int, default=1, metavar="N", help="batch size (default 1)")
     parser.add_argument("--dynamic-batch", action="store_true", help="write a symbolic batch dim named 'batch'")
     parser.add_argument("--image-size", type=int, default=None, metavar="S", help="input side in pixels (default 224, YOLO 640)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="weight seed (default 0)")
-    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.set_defaults(func=run)
 
 
@@ -49,14 +50,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.output:
         raise CimsplitError("no output file given", hint=f"pass -o FILE, e.g. -o {args.name}.onnx")
     zoo.describe(args.name)  # unknown names fail before touching the disk
-    path = Path(args.output)
-    if path.is_dir():
-        raise CimsplitError(f"{path} is a directory", hint="pass -o with a file name")
-    blocking = next((p for p in path.parents if p.exists()), None)
-    if blocking is not None and not blocking.is_dir():
-        raise CimsplitError(f"cannot create {path}: {blocking} is a file, not a folder")
-    if path.exists() and not args.force:
-        raise CimsplitError(f"{path} already exists", hint="pass --force to overwrite it")
+    path = OUTPUT.parse(args).path
+    assert path is not None
 
     model = zoo.build(
         args.name, batch=args.batch, image_size=args.image_size, int8=args.int8, seed=args.seed,

@@ -24,9 +24,19 @@ from cimsplit.compiler.simplify import simplify
 from cimsplit.compiler.workload import Workload
 from cimsplit.compiler.workload_builder import build_workload
 
-__all__ = ["LoadedModel", "load", "parse_input_shapes"]
+__all__ = ["ModelSpec", "LoadedModel", "load", "parse_input_shapes"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model to compile: its ONNX file and the static shapes of inputs with symbolic dims."""
+
+    path: str
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    frozen_inputs: Mapping[str, list[float]] = field(default_factory=dict)
+    """``--freeze-input`` values: inputs made constants before simplification (:mod:`freeze`)."""
 
 
 @dataclass(frozen=True)

@@ -23,22 +23,21 @@ A TOML file holds any subset of these keys (unknown keys are an error)::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.units import format_bandwidth, format_time_ns, parse_bandwidth, parse_crossbar_size, parse_time_ns
+from cimsplit.errors import CimsplitError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["Hardware", "PRESETS", "load_hardware", "hardware_from_args", "validate_hardware", "describe_hardware"]
+__all__ = ["Hardware", "PRESETS", "load_hardware", "hardware_from_flags", "validate_hardware", "describe_hardware"]
 
 
 @dataclass(frozen=True)
@@ -90,26 +89,35 @@ def load_hardware(spec: str = "x86", **overrides: Any) -> Hardware:
     return hardware
 
 
-def hardware_from_args(args: argparse.Namespace) -> Hardware:
-    """The hardware of ``add_hardware_args``'s flags: ``--hw`` then every override.
+def hardware_from_flags(
+    spec: str = "x86",
+    *,
+    crossbars: str | int | None = None,
+    mvm_latency: str | float | None = None,
+    bus_bandwidth: str | None = None,
+    crossbar_size: str | None = None,
+    host_profile: str | None = None,
+) -> Hardware:
+    """``spec`` (``--hw``) then the command-line overrides as written (``"100"``, ``"50ns"``, ``"20.48GB/s"``, ``"256x256"``).
 
-    ``--bus-bandwidth`` sets both B_cim and B_shared, as the paper assumes them
-    equal; a TOML file can set them separately.
+    ``bus_bandwidth`` (``--bus-bandwidth``) sets both B_cim and B_shared, as the
+    paper assumes them equal; a TOML file can set them separately.  ``None``
+    leaves a figure as ``spec`` has it.
     """
     overrides: dict[str, Any] = {}
-    if getattr(args, "crossbars", None) is not None:
-        overrides["crossbars"] = _int_value(args.crossbars, "--crossbars")
-    if getattr(args, "mvm_latency", None) is not None:
-        overrides["mvm_latency_ns"] = parse_time_ns(args.mvm_latency)
-    if getattr(args, "bus_bandwidth", None) is not None:
-        bandwidth = parse_bandwidth(args.bus_bandwidth)
+    if crossbars is not None:
+        overrides["crossbars"] = _int_value(crossbars, "--crossbars")
+    if mvm_latency is not None:
+        overrides["mvm_latency_ns"] = parse_time_ns(mvm_latency)
+    if bus_bandwidth is not None:
+        bandwidth = parse_bandwidth(bus_bandwidth)
         overrides["cim_bandwidth_bytes_per_s"] = bandwidth
         overrides["bus_bandwidth_bytes_per_s"] = bandwidth
-    if getattr(args, "crossbar_size", None) is not None:
-        overrides["crossbar_rows"], overrides["crossbar_cols"] = parse_crossbar_size(args.crossbar_size)
-    if getattr(args, "host_profile", None) is not None:
-        overrides["host_profile"] = str(args.host_profile)
-    return load_hardware(getattr(args, "hw", None) or "x86", **overrides)
+    if crossbar_size is not None:
+        overrides["crossbar_rows"], overrides["crossbar_cols"] = parse_crossbar_size(crossbar_size)
+    if host_profile is not None:
+        overrides["host_profile"] = str(host_profile)
+    return load_hardware(spec or "x86", **overrides)
 
 
 def validate_hardware(hardware: Hardware) -> None:

@@ -12,7 +12,6 @@ anywhere with ``--host-profile``; without it, this machine is profiled once per
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -299,19 +298,17 @@ def cached_profile(loaded: _Loaded, threads: int = 1, progress: bool | None = No
     return dataclasses.replace(profile, cache_file=str(path))
 
 
-def host_profile_for(args: argparse.Namespace, loaded: _Loaded) -> HostProfile:
-    """``--host-profile FILE`` (or the hardware TOML's ``host_profile``), else this machine's cached profile.
+def host_profile_for(loaded: _Loaded, path: str | Path | None = None, threads: int = 1) -> HostProfile:
+    """The profile in ``path`` (``--host-profile FILE`` or the hardware TOML's ``host_profile``,
+    i.e. ``Hardware.host_profile``), checked against the model; else this machine's cached profile.
 
     The profile's ``describe()`` is the one line the CLI prints about it.
     """
-    from cimsplit.compiler.hardware import hardware_from_args
-
-    path = getattr(args, "host_profile", None) or hardware_from_args(args).host_profile
     if path:
         profile = HostProfile.load(path)
         check_fingerprint(profile, loaded.fingerprint)
         return profile
-    return cached_profile(loaded, threads=int(getattr(args, "threads", None) or 1))
+    return cached_profile(loaded, threads=threads)
 
 
 def _is_number(value: Any) -> bool:

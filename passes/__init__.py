@@ -1,9 +1,10 @@
-"""cimsplit.passes: placement (decide), rewrite (annotate, split), emit (files), sweep."""
+"""cimsplit.passes: the pipeline (compile_model), placement (decide), rewrite (annotate, split), emit (files), sweep."""
 
 from __future__ import annotations
 
-from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.passes.emit.artifacts import write_artifacts
 from cimsplit.passes.emit.report import result_to_json
+from cimsplit.passes.pipeline import CompileOptions, CompileResult, StageError, build_artifacts, compile_model, cost_model
 from cimsplit.passes.placement.baselines import all_baselines, cpu_only, greedy, list_schedule, single_split
 from cimsplit.passes.placement.driver import SOLVER_CHOICES, place, problem_from_costs
 from cimsplit.passes.placement.options import SolveOptions
@@ -29,6 +30,8 @@ __all__ = [
     "BackendMissing",
     "BackendOutcome",
     "BackendUnavailable",
+    "CompileOptions",
+    "CompileResult",
     "InternalError",
     "MilpModel",
     "PlacementProblem",
@@ -37,10 +40,13 @@ __all__ = [
     "Schedule",
     "SolveOptions",
     "SolverStats",
+    "StageError",
     "all_baselines",
     "annotate",
     "build_artifacts",
     "build_milp",
+    "compile_model",
+    "cost_model",
     "cpu_only",
     "get_backend",
     "greedy",

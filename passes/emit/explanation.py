@@ -81,12 +81,12 @@ def explanation_to_json(explanation: Explanation) -> dict[str, Any]:
 
 def plot_budget_curve(document: dict[str, Any], path: str | Path, title: str) -> Path:
     """Step plot of the budget curve in ``document`` (makespan vs crossbars), the plan's budget marked."""
-    from cimsplit.passes.sweep.plots import _pyplot, _time_unit
+    from cimsplit.passes.emit.figures import pyplot, time_unit
 
     points = document["budget_curve"]
-    unit, scale = _time_unit(max(p["makespan_ns"] for p in points))
+    unit, scale = time_unit(max(p["makespan_ns"] for p in points))
     path = Path(path)
-    with _pyplot() as plt:
+    with pyplot() as plt:
         fig, ax = plt.subplots(figsize=(6.0, 3.6))
         xs = [p["crossbars"] for p in points]
         ax.step(xs, [p["makespan_ns"] / scale for p in points], where="post", color="#1f4e79")

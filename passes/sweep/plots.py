@@ -12,54 +12,32 @@
   crossbars, one line per MVM latency, each step annotated with its marginal
   gain (makespan saved per added crossbar).
 
-matplotlib is imported lazily with the Agg backend.  Files are deterministic
-for the same rows and matplotlib version (SVG hash salt fixed, no date).
+matplotlib is imported lazily with the Agg backend (:mod:`cimsplit.passes.emit.figures`).
+Files are deterministic for the same rows and matplotlib version (SVG hash salt
+fixed, no date) and written atomically.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from cimsplit.errors import CimsplitError
+from cimsplit.passes.emit.figures import pyplot, save_figure, time_unit
 
 __all__ = ["write_figures", "FORMATS"]
 
 FORMATS = ("png", "svg")
 _DARK, _LIGHT = "#1f4e79", "#9dc3e6"
-_RC = {"svg.hashsalt": "cimsplit", "svg.fonttype": "none", "font.size": 9, "axes.grid": True, "grid.alpha": 0.3}
 _MAX_LABELLED_BARS = 48
 _MAX_ANNOTATED_LINES = 4
 
 Row = dict[str, Any]
 
 
-@contextmanager
-def _pyplot() -> Iterator[Any]:
-    try:
-        import matplotlib
-    except ImportError:
-        raise CimsplitError("sweep plots need matplotlib, which is not installed", hint="pip install 'cimsplit[sweep]'") from None
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    with matplotlib.rc_context(_RC):
-        yield plt
-
-
 def _save(fig: Any, out_dir: Path, stem: str) -> list[Path]:
-    paths = []
-    for fmt in FORMATS:
-        path = out_dir / f"{stem}.{fmt}"
-        tmp = out_dir / f".{stem}.tmp.{fmt}"
-        metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-        fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", metadata=metadata)
-        tmp.replace(path)
-        paths.append(path)
-    return paths
+    return [save_figure(fig, out_dir / f"{stem}.{fmt}", fmt) for fmt in FORMATS]
 
 
 def _safe(name: str) -> str:
@@ -69,14 +47,6 @@ def _safe(name: str) -> str:
 def _ordered(values: Sequence[Any]) -> list[Any]:
     """First-seen order (rows come in grid order)."""
     return list(dict.fromkeys(values))
-
-
-def _time_unit(max_ns: float) -> tuple[str, float]:
-    if max_ns >= 1e6:
-        return "ms", 1e6
-    if max_ns >= 1e3:
-        return "µs", 1e3
-    return "ns", 1.0
 
 
 def _latency_label(ns: float) -> str:
@@ -90,7 +60,7 @@ def write_figures(out_dir: str | Path, rows: Sequence[Row]) -> list[Path]:
     if not ok:
         return []
     files: list[Path] = []
-    with _pyplot() as plt:
+    with pyplot() as plt:
         for model in _ordered([r["model"] for r in ok]):
             mine = [r for r in ok if r["model"] == model]
             files += _fig3(plt, out_dir, model, mine)
@@ -169,7 +139,7 @@ def _fig5(plt: Any, out_dir: Path, model: str, rows: list[Row]) -> list[Path]:
     hosts = _ordered([r["host"] for r in rows])
     configs = max(len([r for r in rows if r["host"] == h]) for h in hosts)
     fig, axes = _panels(plt, hosts, max(4.6, 0.42 * configs + 1.5), 3.8)
-    unit, scale = _time_unit(max(r["cpu_only_ns"] for r in rows))
+    unit, scale = time_unit(max(r["cpu_only_ns"] for r in rows))
     for ax, host in zip(axes, hosts):
         # Grouped by MVM latency, then crossbars, as the configurations are read in the paper.
         mine = sorted((r for r in rows if r["host"] == host), key=lambda r: (r["mvm_latency_ns"], r["crossbars"]))
@@ -213,14 +183,14 @@ def _budget(plt: Any, out_dir: Path, model: str, rows: list[Row]) -> list[Path]:
     hosts = _ordered([r["host"] for r in rows])
     fig, axes = _panels(plt, hosts, 6.0, 4.0)
     cmap = plt.get_cmap("plasma")
-    unit, scale = _time_unit(max(r["cpu_only_ns"] for r in rows))
+    unit, scale = time_unit(max(r["cpu_only_ns"] for r in rows))
     lines = {
         (host, latency): sorted((r["crossbars"], r["makespan_ns"]) for r in rows if r["host"] == host and r["mvm_latency_ns"] == latency)
         for host in hosts for latency in sorted(_ordered([r["mvm_latency_ns"] for r in rows if r["host"] == host]))
     }
     # Marginal gain of a step: makespan saved per added crossbar, in its own unit.
     gains_ns = [(m0 - m1) / (c1 - c0) for line in lines.values() for (c0, m0), (c1, m1) in zip(line, line[1:])]
-    gain_unit, gain_scale = _time_unit(max([g for g in gains_ns if g > 0], default=1.0))
+    gain_unit, gain_scale = time_unit(max([g for g in gains_ns if g > 0], default=1.0))
     for ax, host in zip(axes, hosts):
         latencies = [t for h, t in lines if h == host]
         # Many lines: annotate only the lowest MVM latency, where the gains are largest.

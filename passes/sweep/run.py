@@ -180,15 +180,15 @@ def build_tasks(
     profile's CPU and its whole-model latency with all onnxruntime
     optimizations (the honest CPU reference of DESIGN §3).
     """
-    from cimsplit.compiler import frontend
-    from cimsplit.compiler.costs import build_costs
+    from cimsplit.compiler.frontend import ModelSpec
     from cimsplit.compiler.hardware import load_hardware
-    from cimsplit.passes.placement.driver import problem_from_costs
+    from cimsplit.passes.pipeline import CompileOptions, cost_model, load_model
 
     solve = {"solver": spec.solver, "time_limit_s": spec.time_limit_s, "mip_gap": spec.mip_gap, "plain": spec.plain}
     tasks: list[PointTask] = []
     references: dict[tuple[str, str], dict[str, Any]] = {}
     for model_label, path in models.items():
+        model_spec = ModelSpec(str(path), dict(spec.input_shapes))
         loaded_by_size: dict[tuple[int, int], Any] = {}
         for host in hosts:
             points = [SweepPoint(model_label, host.label, c, t) for c in spec.crossbars for t in spec.mvm_latencies_ns]
@@ -198,7 +198,7 @@ def build_tasks(
                 base = load_hardware(host.spec)
                 size = (base.crossbar_rows, base.crossbar_cols)
                 if size not in loaded_by_size:
-                    loaded_by_size[size] = frontend.load(path, input_shapes=dict(spec.input_shapes) or None, crossbar_size=size)
+                    loaded_by_size[size] = load_model(model_spec, base)
                 loaded = loaded_by_size[size]
                 profile = _host_profile(host, model_label, loaded)
             except Exception as exc:  # the whole (model, host) block fails alike; the sweep goes on
@@ -210,11 +210,11 @@ def build_tasks(
                 "profile": host.profile or "profiled on this machine",
                 "ort_all_optimizations_ns": profile.model_median_ns.get("optimizations_all"),
             }
+            options = CompileOptions(paper_exact=spec.paper_exact, host_profile=profile)
             for point in points:
                 try:
                     hardware = load_hardware(host.spec, crossbars=point.crossbars, mvm_latency_ns=point.mvm_latency_ns)
-                    costs = build_costs(loaded.workload, hardware, profile, paper_exact=spec.paper_exact)
-                    problem = problem_from_costs(loaded.workload, costs)
+                    problem = cost_model(model_spec, hardware, options, loaded=loaded).problem
                 except Exception as exc:
                     tasks.append(PointTask(point, None, error=_message(exc), **solve))
                     continue

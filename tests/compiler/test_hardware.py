@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from cimsplit.cli.args import add_hardware_args
+from cimsplit.cli.args import HardwareArgs
+from cimsplit.compiler.hardware import PRESETS, Hardware, describe_hardware, load_hardware
 from cimsplit.errors import CimsplitError
-from cimsplit.compiler.hardware import PRESETS, Hardware, describe_hardware, hardware_from_args, load_hardware
 
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_hardware_args(parser)
+    HardwareArgs.add_to_parser(parser)
     return parser.parse_args(list(argv))
 
 
@@ -43,13 +43,13 @@ def test_overrides_and_describe():
 
 
 def test_cli_flags_override_the_preset_and_bus_bandwidth_sets_both():
-    hw = hardware_from_args(_args("--hw", "arm", "--crossbars", "200", "--mvm-latency", "0.5us",
+    hw = HardwareArgs.parse(_args("--hw", "arm", "--crossbars", "200", "--mvm-latency", "0.5us",
                                   "--bus-bandwidth", "5GB/s", "--crossbar-size", "128x64", "--host-profile", "h.json"))
     assert hw == Hardware(name="arm", crossbar_rows=128, crossbar_cols=64, crossbars=200, mvm_latency_ns=500.0,
                           cim_bandwidth_bytes_per_s=5e9, bus_bandwidth_bytes_per_s=5e9, element_bytes=1,
                           host_profile="h.json")
-    assert hardware_from_args(_args()) == PRESETS["x86"]
-    assert hardware_from_args(_args("--crossbars", "0")).crossbars == 0  # zero crossbars = CPU only
+    assert HardwareArgs.parse(_args()) == PRESETS["x86"]
+    assert HardwareArgs.parse(_args("--crossbars", "0")).crossbars == 0  # zero crossbars = CPU only
 
 
 def test_toml_sets_everything_and_resolves_the_profile_beside_it(tmp_path):
@@ -69,7 +69,7 @@ host_profile = "profiles/host.json"
                           cim_bandwidth_bytes_per_s=40e9, bus_bandwidth_bytes_per_s=10.24e9, element_bytes=2,
                           host_profile=str(tmp_path / "profiles" / "host.json"))
     # The command line wins over the file.
-    assert hardware_from_args(_args("--hw", path, "--crossbars", "7")).crossbars == 7
+    assert HardwareArgs.parse(_args("--hw", path, "--crossbars", "7")).crossbars == 7
 
 
 def test_toml_defaults_to_x86_and_the_file_stem(tmp_path):
@@ -120,4 +120,4 @@ def test_bad_toml_values_are_refused(tmp_path, text, expected):
 )
 def test_bad_flags_are_refused(argv, expected):
     with pytest.raises(CimsplitError, match=expected):
-        hardware_from_args(_args(*argv))
+        HardwareArgs.parse(_args(*argv))

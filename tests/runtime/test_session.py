@@ -12,10 +12,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import Hardware
-from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.errors import CimsplitError
+from cimsplit.passes.emit.artifacts import write_artifacts
 from cimsplit.passes.fixed_placement import fixed_placement
+from cimsplit.passes.pipeline import build_artifacts
 from cimsplit.runtime import OrtCpuDevice, Session
 from cimsplit.runtime.transfers import TransferCounter
 

@@ -12,10 +12,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import cimsplit.passes.emit.artifacts as emit
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import Hardware
-from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.errors import CimsplitError
+from cimsplit.passes.emit.artifacts import write_artifacts
 from cimsplit.passes.fixed_placement import fixed_placement
+from cimsplit.passes.pipeline import build_artifacts
 
 HW = Hardware("x86", element_bytes=1, bus_bandwidth_bytes_per_s=1e9)  # 1 byte per ns: transfers in ns = bytes
 
