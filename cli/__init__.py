@@ -2,7 +2,9 @@
 
 Each subcommand module exposes ``register(subparsers)`` which adds its parser
 and sets ``func`` to a callable ``(args) -> int``.  User errors
-(:class:`CimsplitError`) become one line on stderr and exit status 2.
+(:class:`CimsplitError`) become one line on stderr and exit status 2; any other
+exception is a bug in cimsplit and becomes one line that says so and asks for
+``--debug`` (which shows the traceback), with exit status 3.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from cimsplit import __version__
 from cimsplit.errors import CimsplitError
 
 __all__ = ["main", "build_parser"]
+
+INTERNAL_ERROR_STATUS = 3
 
 SUBCOMMANDS = ("zoo", "inspect", "profile", "costs", "partition", "compile", "explain", "run", "sweep")
 
@@ -58,6 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback only with --debug
+        if debug:
+            raise
+        detail = " ".join(str(exc).split())[:200]
+        sys.stderr.write(f"error: internal error in cimsplit ({type(exc).__name__}{': ' + detail if detail else ''}); "
+                         "rerun with --debug for the traceback and report it\n")
+        return INTERNAL_ERROR_STATUS
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -192,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     if args.threads < 1:
         raise CimsplitError(f"--threads must be one or more, got {args.threads}")
     given = parse_inputs(args.input)
+    if args.save_outputs and not Path(args.save_outputs).resolve().parent.is_dir():
+        raise CimsplitError(f"--save-outputs {args.save_outputs}: its folder does not exist", hint="create the folder first")
     with Session(args.dir, threads=args.threads, custom_op_libraries=args.custom_op_library) as session:
         feeds = session.check_feeds(random_inputs(session.input_specs, args.seed, given))
         outputs = session.run(feeds)
@@ -228,7 +230,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{wall_s / args.stream * 1e3:.3f} ms per inference, {args.stream / wall_s:.1f} inferences/s (wall time)")
 
     if args.save_outputs:
-        np.savez(args.save_outputs, **outputs)
+        try:
+            np.savez(args.save_outputs, **outputs)
+        except OSError as exc:
+            raise CimsplitError(f"cannot write --save-outputs {args.save_outputs}: {exc.strerror or exc}") from None
         print(f"saved outputs to {args.save_outputs}")
 
     if args.check:

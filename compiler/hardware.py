@@ -175,6 +175,8 @@ def _from_toml(path: Path) -> Hardware:
         raise CimsplitError(f"cannot read hardware file {str(path)!r}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CimsplitError(f"hardware file {str(path)!r} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise CimsplitError(f"hardware file {str(path)!r} is not UTF-8 text", hint="TOML files are UTF-8") from None
     for key, value in table.items():
         if key not in _TOML_KEYS:
             raise CimsplitError(

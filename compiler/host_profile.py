@@ -169,10 +169,10 @@ class HostProfile:
             fingerprint=str(data["fingerprint"]),
             ort_version=str(data["ort_version"]),
             cpu=str(data["cpu"]),
-            threads=int(data["threads"]),
-            runs=int(data["runs"]),
-            warmup=int(data["warmup"]),
-            seed=int(data.get("seed", 0)),
+            threads=_count(data, "threads", where, least=1),
+            runs=_count(data, "runs", where, least=1),
+            warmup=_count(data, "warmup", where, least=0),
+            seed=_count(data, "seed", where, least=0, default=0),
             nodes={name: dict(stats) for name, stats in nodes.items()},
             model_median_ns={key: float(medians[key]) for key in _MODEL_KEYS},
             source=source,
@@ -309,6 +309,17 @@ def host_profile_for(loaded: _Loaded, path: str | Path | None = None, threads: i
         check_fingerprint(profile, loaded.fingerprint)
         return profile
     return cached_profile(loaded, threads=threads)
+
+
+def _count(data: dict[str, Any], key: str, where: str, least: int, default: int | None = None) -> int:
+    """``data[key]`` as an integer >= ``least`` (a JSON integer, not a string, bool or null)."""
+    value = data.get(key, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise CimsplitError(f"{where}: {key!r} must be an integer >= {least}, got {json.dumps(value)}",
+                            hint="write it again with `cimsplit profile`")
+    return value
 
 
 def _is_number(value: Any) -> bool:

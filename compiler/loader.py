@@ -8,7 +8,8 @@ Steps, each a one-line :class:`CimsplitError` when it fails:
    location that is absolute, climbs out of the model's folder (``../x.bin``)
    or is a symlink resolving outside it is refused;
 3. the default-domain opset is 11 or newer;
-4. ``onnx.checker`` accepts the model;
+4. ``onnx.checker`` accepts the model and its types match the operator schemas;
+   sparse initializers become dense ones;
 5. every real graph input (initializers listed as inputs by old exporters are
    not real inputs) gets a fully static shape, from the model or from
    ``--input-shape NAME=D0,D1,...``.
@@ -127,27 +128,107 @@ def read_model(path: str | Path) -> onnx.ModelProto:
         raise CimsplitError(f"{str(path)!r} is not a readable ONNX model ({type(exc).__name__})") from None
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise CimsplitError(f"{str(path)!r} is not an ONNX model (no graph found)")
+    if not model.graph.output:
+        raise CimsplitError(f"the graph of {str(path)!r} has no outputs", hint="a model must declare at least one graph output")
     if _check_external_locations(model, path.parent):
-        try:
-            onnx.load_external_data_for_model(model, str(path.parent))
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise CimsplitError(f"cannot read the external data of {str(path)!r}: {exc}") from None
+        _load_external_data(model, path.parent)
     _check_opset(model)
     try:
         if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF:
             onnx.checker.check_model(model)
+            densify_sparse_initializers(model)
+            # Types against the operator schemas (a bfloat16 Conv): what onnxruntime would refuse later.
+            onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         else:  # in-memory checks cannot serialize past 2 GB; check the file instead
             onnx.checker.check_model(str(path))
-    except (onnx.checker.ValidationError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CimsplitError(f"{str(path)!r} is not a valid ONNX model: {first}") from None
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError) as exc:
+        raise CimsplitError(f"{str(path)!r} is not a valid ONNX model: {_first_line(exc)}") from None
+    densify_sparse_initializers(model)  # no-op unless the model was too large for the in-memory checks
     return model
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _load_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
+    """Read every external tensor's bytes into the model (locations already checked to stay in ``base_dir``).
+
+    onnx's own loader refuses hard-linked files and symlinks even inside the
+    folder (with an exception type no caller expects); the locations were
+    checked by :func:`_check_external_locations`, so the bytes are read here.
+    """
+    base_real = os.path.realpath(base_dir)
+    for tensor in _iter_tensors(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        target = os.path.realpath(os.path.join(base_real, info["location"]))
+        try:
+            offset = int(info.get("offset") or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError:
+            raise CimsplitError(f"external data of tensor {tensor.name!r} has a non-integer offset or length") from None
+        if offset < 0 or (length is not None and length < 0):
+            raise CimsplitError(f"external data of tensor {tensor.name!r} has a negative offset or length")
+        try:
+            with open(target, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read() if length is None else handle.read(length)
+        except OSError as exc:
+            raise CimsplitError(f"cannot read the external data of tensor {tensor.name!r}: {exc.strerror or exc}") from None
+        if length is not None and len(data) != length:
+            raise CimsplitError(
+                f"external data file {info['location']!r} of tensor {tensor.name!r} is truncated "
+                f"({len(data)} of {length} bytes at offset {offset})",
+            )
+        tensor.raw_data = data
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+
+
+def densify_sparse_initializers(model: onnx.ModelProto) -> None:
+    """Turn the main graph's sparse initializers into dense ones, in place.
+
+    Every later stage (simplification, costing, split) reads weights as
+    ``graph.initializer``; a sparse one would otherwise be a tensor without a
+    producer or shape.
+    """
+    graph = model.graph
+    if not graph.sparse_initializer:
+        return
+    import numpy as np
+    from onnx import numpy_helper
+
+    dense = []
+    for sparse in graph.sparse_initializer:
+        dims = tuple(int(d) for d in sparse.dims)
+        name = sparse.values.name
+        try:
+            values = numpy_helper.to_array(sparse.values).reshape(-1)
+            indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+            array = np.zeros(dims, dtype=values.dtype)
+            if indices.ndim == 2:  # [NNZ, rank] coordinates
+                array[tuple(indices.T)] = values
+            else:  # [NNZ] linear indices
+                array.reshape(-1)[indices] = values
+        except (ValueError, IndexError, TypeError, MemoryError) as exc:
+            raise CimsplitError(f"sparse initializer {name!r} cannot be read: {_first_line(exc)}") from None
+        dense.append(numpy_helper.from_array(array, name))
+    del graph.sparse_initializer[:]
+    graph.initializer.extend(dense)
 
 
 def _check_opset(model: onnx.ModelProto) -> None:
     versions = [op.version for op in model.opset_import if op.domain in ("", "ai.onnx")]
     if not versions:
         raise CimsplitError("the model imports no default-domain ONNX opset")
+    if versions[0] > onnx.defs.onnx_opset_version():
+        raise CimsplitError(
+            f"the model uses default-domain opset {versions[0]}, which does not exist "
+            f"(onnx {onnx.__version__} knows opsets up to {onnx.defs.onnx_opset_version()})",
+        )
     if versions[0] < MIN_OPSET:
         raise CimsplitError(
             f"the model uses opset {versions[0]}; cimsplit needs opset {MIN_OPSET} or newer",

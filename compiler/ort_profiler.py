@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -43,6 +44,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 from tqdm import tqdm
 
 from cimsplit.errors import CimsplitError
+from cimsplit.runtime.devices import ort_log_severity
 
 __all__ = ["NodeStats", "Measurement", "measure", "random_inputs"]
 
@@ -147,6 +149,7 @@ def random_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, 
                 )
             shape = tuple(dim.dim_value for dim in dims)
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
+        _check_allocatable(value.name, shape)
         if dtype.kind == "f":
             feeds[value.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype.kind in "iu":
@@ -158,13 +161,28 @@ def random_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, 
     return feeds
 
 
+def _check_allocatable(name: str, shape: tuple[int, ...]) -> None:
+    """Refuse an input whose random data (float64 while drawn) would not fit in this machine's memory."""
+    draw_bytes = math.prod(shape) * 8
+    try:
+        memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory_bytes = 2**34
+    if draw_bytes > memory_bytes // 2:
+        raise CimsplitError(
+            f"graph input {name!r} of shape {'x'.join(map(str, shape))} is too large to profile on this machine "
+            f"({draw_bytes / 2**30:.0f} GiB of random data)",
+            hint="pass smaller dims with --input-shape, or a profile taken elsewhere with --host-profile",
+        )
+
+
 def _options(level: ort.GraphOptimizationLevel, threads: int) -> ort.SessionOptions:
     options = ort.SessionOptions()
     options.graph_optimization_level = level
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
+    options.log_severity_level = ort_log_severity()
     return options
 
 

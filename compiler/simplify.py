@@ -31,6 +31,7 @@ import onnx
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.errors import CimsplitError
+from cimsplit.runtime.devices import ort_log_severity
 
 __all__ = ["simplify", "name_nodes", "tensor_shapes", "infer_static_shapes"]
 
@@ -171,7 +172,7 @@ def _measure_shapes_with_ort(
             feeds[name] = np.zeros(shape, dtype=dtype)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    options.log_severity_level = 3
+    options.log_severity_level = ort_log_severity()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
     values = session.run(names, feeds)

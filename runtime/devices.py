@@ -21,9 +21,20 @@ import onnxruntime as ort
 
 from cimsplit.errors import CimsplitError
 
-__all__ = ["Kernel", "Device", "CimDevice", "OrtCpuDevice", "FunctionalCimSimulator", "session_options"]
+__all__ = ["Kernel", "Device", "CimDevice", "OrtCpuDevice", "FunctionalCimSimulator", "session_options", "ort_log_severity"]
 
 log = logging.getLogger(__name__)
+
+
+def ort_log_severity() -> int:
+    """Severity for onnxruntime's native logger of a session cimsplit creates.
+
+    4 (fatal only) keeps onnxruntime's own log lines (e.g. ``[E:onnxruntime:...
+    EndProfiling]`` from a session that failed to load) off the terminal, where
+    the CLI prints its one error line; with debug logging on (``--debug``) its
+    warnings and errors show (2).
+    """
+    return 2 if logging.getLogger("cimsplit").isEnabledFor(logging.DEBUG) else 4
 
 
 @runtime_checkable
@@ -92,7 +103,7 @@ def session_options(threads: int = 1, *, shared_arena: bool = False,
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
+    options.log_severity_level = ort_log_severity()
     for library in custom_op_libraries:
         try:
             options.register_custom_ops_library(str(library))

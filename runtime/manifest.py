@@ -54,6 +54,8 @@ def load_manifest(plan_dir: str | Path) -> Manifest:
                             hint="pass the -o DIR of `cimsplit compile`")
     manifest = Manifest(directory, read_plan(plan_path))
     for part in manifest.partitions:
+        if directory.resolve() not in manifest.path(part).resolve().parents:
+            raise CimsplitError(f"partition file {manifest.path(part)} is outside {directory}", hint="recompile")
         if not manifest.path(part).is_file():
             raise CimsplitError(f"partition file {manifest.path(part)} is missing", hint="recompile")
     return manifest

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 
 from cimsplit.errors import CimsplitError
 from cimsplit.runtime.devices import Device, FunctionalCimSimulator, Kernel, OrtCpuDevice
@@ -53,7 +54,7 @@ class Session:
         for part in self.manifest.partitions:
             if part.device not in self.devices:
                 raise CimsplitError(f"partition {part.name} is for unknown device {part.device!r}", hint="recompile")
-            self._kernels[part.name] = self.devices[part.device].load(onnx.load(str(self.manifest.path(part))))
+            self._kernels[part.name] = _load_partition(self.devices[part.device], self.manifest.path(part))
         self._transfers_by_tensor: dict[str, list] = {}
         for tr in self.manifest.transfers:
             self._transfers_by_tensor.setdefault(tr.tensor, []).append(tr)
@@ -258,3 +259,20 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _load_partition(device: Device, path: Path) -> Kernel:
+    """Parse a partition file and load it on ``device``; a damaged file is a :class:`CimsplitError`."""
+    try:
+        model = onnx.load(str(path))
+    except (DecodeError, OSError, ValueError, RuntimeError) as exc:
+        raise CimsplitError(f"partition file {path} is damaged ({type(exc).__name__})", hint="recompile") from None
+    if not model.HasField("graph") or not model.graph.output:
+        raise CimsplitError(f"partition file {path} is damaged (no graph outputs)", hint="recompile")
+    try:
+        return device.load(model)
+    except CimsplitError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CimsplitError(f"partition file {path} cannot be loaded on the {device.name}: {first}", hint="recompile") from None

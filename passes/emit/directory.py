@@ -39,6 +39,26 @@ def check_destination(out_dir: Path, force: bool, protect: Iterable[Path] = ()) 
         raise CimsplitError(f"output path {out_dir} exists and is not a directory", hint="choose another -o DIR")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
         raise CimsplitError(f"output directory {out_dir} exists and is not empty", hint="pass --force to replace it")
+    _check_parent_writable(out_dir)
+
+
+def _check_parent_writable(out_dir: Path) -> None:
+    """Refuse a destination whose nearest existing ancestor is a file or cannot be written (read-only, /proc)."""
+    ancestor = out_dir.absolute().parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise CimsplitError(f"output directory {out_dir} would be below {ancestor}, which is a file",
+                            hint="choose another -o DIR")
+    if not os.access(ancestor, os.W_OK | os.X_OK) or _is_pseudo_fs(ancestor):
+        raise CimsplitError(f"output directory {out_dir} cannot be created: {ancestor} is not writable",
+                            hint="choose another -o DIR")
+
+
+def _is_pseudo_fs(path: Path) -> bool:
+    """/proc and /sys accept no new folders, though root passes ``os.access``."""
+    resolved = path.resolve()
+    return any(resolved == Path(p) or Path(p) in resolved.parents for p in ("/proc", "/sys"))
 
 
 def write_directory_atomically(
@@ -57,10 +77,17 @@ def write_directory_atomically(
     protect = list(protect)
     check_destination(out_dir, force, protect)
     parent = out_dir.absolute().parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
     try:
-        write(tmp)
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise CimsplitError(f"cannot create output directory {out_dir}: {exc.strerror or exc}",
+                            hint="choose another -o DIR") from None
+    try:
+        try:
+            write(tmp)
+        except OSError as exc:
+            raise CimsplitError(f"cannot write output directory {out_dir}: {exc.strerror or exc}") from None
         os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a plain mkdir would not
         check_destination(out_dir, force, protect)  # it may have changed while we wrote
         if out_dir.exists():

@@ -117,10 +117,10 @@ def test_existing_directory_needs_force_and_failed_write_leaves_nothing(tmp_path
         raise OSError("injected failure in the last write")
 
     monkeypatch.setattr(emit, "write_trace", broken)
-    with pytest.raises(OSError, match="injected"):
-        main(["compile", str(model), "-o", str(tmp_path / "fresh")])
-    with pytest.raises(OSError, match="injected"):
-        main(["compile", str(model), "-o", str(out), "--force"])
+    assert main(["compile", str(model), "-o", str(tmp_path / "fresh")]) == 2  # an I/O failure is one line too
+    assert main(["compile", str(model), "-o", str(out), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and err.count("injected failure") == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out", "tiny.onnx"]
     assert [p.name for p in out.iterdir()] == ["old.txt"]
     monkeypatch.undo()
