@@ -121,7 +121,7 @@ def test_failure_in_the_last_write_leaves_no_directory(tmp_path, monkeypatch) ->
         raise OSError("disk full")
 
     monkeypatch.setattr(emit, "write_trace", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(CimsplitError, match="disk full"):
         write_artifacts(tmp_path / "out", built)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
 
@@ -136,7 +136,7 @@ def test_refuses_a_non_empty_directory_without_force_and_replaces_it_with_force(
     assert (out / "keep.txt").read_text() == "mine"
     # --force, but the write fails: the old directory stays as it was.
     monkeypatch.setattr(emit, "write_trace", lambda *_: (_ for _ in ()).throw(OSError("boom")))
-    with pytest.raises(OSError):
+    with pytest.raises(CimsplitError, match="boom"):
         write_artifacts(out, artifacts(path), force=True)
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
     monkeypatch.undo()
