@@ -44,7 +44,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 from tqdm import tqdm
 
 from cimsplit.errors import CimsplitError
-from cimsplit.runtime.devices import ort_log_severity
+from cimsplit.ort_logging import ort_log_severity
 
 __all__ = ["NodeStats", "Measurement", "measure", "random_inputs"]
 

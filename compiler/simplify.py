@@ -31,7 +31,7 @@ import onnx
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.errors import CimsplitError
-from cimsplit.runtime.devices import ort_log_severity
+from cimsplit.ort_logging import ort_log_severity
 
 __all__ = ["simplify", "name_nodes", "tensor_shapes", "infer_static_shapes"]
 

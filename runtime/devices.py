@@ -20,21 +20,11 @@ import onnx
 import onnxruntime as ort
 
 from cimsplit.errors import CimsplitError
+from cimsplit.ort_logging import ort_log_severity
 
-__all__ = ["Kernel", "Device", "CimDevice", "OrtCpuDevice", "FunctionalCimSimulator", "session_options", "ort_log_severity"]
+__all__ = ["Kernel", "Device", "CimDevice", "OrtCpuDevice", "FunctionalCimSimulator", "session_options"]
 
 log = logging.getLogger(__name__)
-
-
-def ort_log_severity() -> int:
-    """Severity for onnxruntime's native logger of a session cimsplit creates.
-
-    4 (fatal only) keeps onnxruntime's own log lines (e.g. ``[E:onnxruntime:...
-    EndProfiling]`` from a session that failed to load) off the terminal, where
-    the CLI prints its one error line; with debug logging on (``--debug``) its
-    warnings and errors show (2).
-    """
-    return 2 if logging.getLogger("cimsplit").isEnabledFor(logging.DEBUG) else 4
 
 
 @runtime_checkable

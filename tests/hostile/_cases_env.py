@@ -7,10 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
+import _models as m
 import numpy as np
 import onnx
-
-import _models as m
 from _harness import ERROR, OK, Case, Workspace
 
 

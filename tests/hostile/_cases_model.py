@@ -7,12 +7,11 @@ import gzip
 import json
 import os
 
+import _models as m
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
-
-import _models as m
 from _harness import ERROR, HANDLED, OK, Case, Workspace
+from onnx import TensorProto, helper
 
 
 def _inspect(build_model, *extra: str):

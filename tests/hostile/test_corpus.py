@@ -8,7 +8,6 @@ run, so no case profiles for long.
 from __future__ import annotations
 
 import pytest
-
 from _cases_env import CASES as ENV_CASES
 from _cases_model import CASES as MODEL_CASES
 from _harness import Workspace, check_case
