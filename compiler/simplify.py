@@ -33,7 +33,7 @@ from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.errors import CimsplitError
 from cimsplit.ort_logging import ort_log_severity
 
-__all__ = ["simplify", "name_nodes", "tensor_shapes", "infer_static_shapes"]
+__all__ = ["simplify", "name_nodes", "prune_dead_nodes", "tensor_shapes", "infer_static_shapes"]
 
 log = logging.getLogger(__name__)
 
@@ -261,17 +261,30 @@ def infer_static_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, Shape
 
 
 def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.ModelProto:
-    """Slim ``model`` (inputs already fixed to ``input_shapes``), name nodes, infer static shapes."""
-    input_names = [vi.name for vi in model.graph.input if vi.name in input_shapes]
-    output_names = [vi.name for vi in model.graph.output]
-    slimmed = _slim(model)
-    new_inputs = [vi.name for vi in slimmed.graph.input]
+    """Slim ``model`` (inputs already fixed to ``input_shapes``), name nodes, infer static shapes.
+
+    Nodes whose outputs reach no graph output are dropped first (onnxslim
+    would drop them too, and with them a graph input only they read); the
+    result declares exactly the original model's graph inputs, read or not,
+    so that a plan accepts the same feeds as the model.
+    """
+    pruned = onnx.ModelProto()
+    pruned.CopyFrom(model)
+    dropped = prune_dead_nodes(pruned.graph)
+    if dropped:
+        log.info("dropped %d nodes whose outputs reach no graph output", dropped)
+    original_inputs = [vi for vi in pruned.graph.input if vi.name not in {t.name for t in pruned.graph.initializer}]
+    output_names = [vi.name for vi in pruned.graph.output]
+    slimmed = _slim(pruned)
+    new_inputs = {vi.name for vi in slimmed.graph.input}
     new_outputs = [vi.name for vi in slimmed.graph.output]
-    if new_outputs != output_names or any(name not in new_inputs for name in input_names if _is_used(model, name)):
+    if new_outputs != output_names or any(vi.name not in new_inputs for vi in original_inputs if _is_used(pruned, vi.name)):
         log.warning("onnxslim changed graph input/output names; using the unslimmed model")
         slimmed = onnx.ModelProto()
-        slimmed.CopyFrom(model)
+        slimmed.CopyFrom(pruned)
     _drop_initializer_inputs(slimmed.graph)
+    del slimmed.graph.input[:]
+    slimmed.graph.input.extend(original_inputs)
     name_nodes(slimmed.graph)
     # Re-infer from scratch, but keep declared static shapes of tensors that
     # inference cannot reach (outputs of custom-domain operators).
@@ -281,6 +294,33 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
     slimmed.graph.value_info.extend(declared)
     used = {vi.name for vi in slimmed.graph.input}
     return infer_static_shapes(slimmed, {k: v for k, v in input_shapes.items() if k in used}, unsimplified=model)
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """Tensors a node reads, including every name its subgraphs mention (outer-scope reads; a superset)."""
+    names = {name for name in node.input if name}
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for graph in graphs:
+            for inner in graph.node:
+                names |= _reads(inner)
+            names |= {vi.name for vi in graph.output}
+    return names
+
+
+def prune_dead_nodes(graph: onnx.GraphProto) -> int:
+    """Remove, in place, the nodes of a topologically sorted graph whose outputs reach no graph output."""
+    live = {vi.name for vi in graph.output}
+    keep: list[onnx.NodeProto] = []
+    for node in reversed(graph.node):
+        if any(out in live for out in node.output if out):
+            keep.append(node)
+            live |= _reads(node)
+    dropped = len(graph.node) - len(keep)
+    if dropped:
+        del graph.node[:]
+        graph.node.extend(reversed(keep))
+    return dropped
 
 
 def _is_used(model: onnx.ModelProto, name: str) -> bool:

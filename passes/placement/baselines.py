@@ -118,20 +118,29 @@ def single_split(problem: PlacementProblem) -> Schedule:
     Both directions are tried at every split point; the CIM side holds only its
     CIM-capable operators (the others stay on the host), and a split whose CIM
     side exceeds the crossbar budget is not a candidate.  k = 0 or n is CPU-only.
+    Split points whose CIM side holds the same operators as the previous one
+    give the same placement and are scheduled once: the list schedules are one
+    per CIM-capable operator, not one per operator (a 5,000-node chain with one
+    Conv took minutes).
     """
     n = problem.n
     best = cpu_only(problem)
     capable = [problem.capable(v) for v in range(n)]
     for cim_prefix in (True, False):
+        # The CIM side of split point k: operators < k (prefix) or >= k (suffix).  Going from
+        # k - 1 to k moves operator k - 1 across, which changes the placement only if it is capable.
+        on_host = [True] * n if cim_prefix else [not c for c in capable]
+        used = 0 if cim_prefix else sum(problem.crossbars[v] for v in range(n) if capable[v])
+        on_cim = 0 if cim_prefix else sum(capable)
         for k in range(1, n + 1) if cim_prefix else range(0, n):
-            cim_side = range(0, k) if cim_prefix else range(k, n)
-            on_host = [True] * n
-            used = 0
-            for v in cim_side:
-                if capable[v]:
-                    on_host[v] = False
-                    used += problem.crossbars[v]
-            if used > problem.budget or all(on_host):
+            moved = k - 1
+            if moved >= 0:
+                if not capable[moved]:
+                    continue  # the same placement as split point k - 1
+                on_host[moved] = not cim_prefix
+                used += problem.crossbars[moved] if cim_prefix else -problem.crossbars[moved]
+                on_cim += 1 if cim_prefix else -1
+            if used > problem.budget or on_cim == 0:
                 continue
             schedule = list_schedule(problem, on_host)
             if schedule.makespan_ns < best.makespan_ns:
