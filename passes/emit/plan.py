@@ -92,11 +92,7 @@ def split_section(plan: SplitPlan) -> tuple[tuple[PartitionRecord, ...], tuple[T
         PartitionRecord(p.name, p.device, f"{p.name}.onnx", tuple(p.nodes), tuple(p.inputs), tuple(p.outputs))
         for p in plan.partitions
     )
-    transfers = tuple(
-        TransferRecord(t.name, t.tensor, t.src_device, t.dst_device, int(t.bytes), float(t.latency_ns))
-        for t in plan.transfers
-    )
-    return partitions, transfers
+    return partitions, tuple(plan.transfers)
 
 
 def build_plan(

@@ -44,6 +44,7 @@ import onnx
 
 from cimsplit.compiler.toposort import stable_topological_order
 from cimsplit.passes.rewrite.graph_utils import elements, node_inputs, value_infos
+from cimsplit.runtime.plan import TransferRecord as TransferSpec  # one record: the split's transfers are plan.json's
 
 __all__ = ["PartitionSpec", "TransferSpec", "SplitPlan", "group_nodes", "plan_split", "HOST"]
 
@@ -63,18 +64,6 @@ class PartitionSpec:
     """Tensors written here and read by another partition or the graph's outputs."""
     initializers: tuple[str, ...]
     """Initializers (weights) the partition's nodes read."""
-
-
-@dataclass(frozen=True)
-class TransferSpec:
-    """One explicit copy of a tensor from its producer's device to a consumer's device."""
-
-    name: str
-    tensor: str
-    src_device: str
-    dst_device: str
-    bytes: int
-    latency_ns: float
 
 
 @dataclass(frozen=True)
