@@ -22,7 +22,7 @@ __all__ = ["main", "build_parser"]
 
 INTERNAL_ERROR_STATUS = 3
 
-SUBCOMMANDS = ("zoo", "inspect", "profile", "costs", "partition", "compile", "explain", "run", "sweep")
+SUBCOMMANDS = ("zoo", "inspect", "profile", "calibrate", "costs", "partition", "compile", "explain", "run", "sweep")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -73,6 +73,10 @@ class HardwareArgs:
         group.add_argument("--op-latency", metavar="NAME=DURATION", action="append", default=[],
                            help="host latency of an operator onnxruntime cannot profile (custom domain), by node name or "
                                 "op type, e.g. MyOp=2us (repeatable)")
+        group.add_argument("--host-model", metavar="FILE",
+                           help="predict host latencies from a board calibration (`cimsplit calibrate`) instead of profiling")
+        group.add_argument("--allow-unpredicted", action="store_true",
+                           help="with --host-model: profile on this machine the operator kinds the calibration lacks")
         group.add_argument("--paper-exact", action="store_true", help="no graph input/output transfers (the paper's model)")
 
     @staticmethod
@@ -82,7 +86,7 @@ class HardwareArgs:
 
         return hardware_from_flags(
             args.hw or "x86", crossbars=args.crossbars, mvm_latency=args.mvm_latency, bus_bandwidth=args.bus_bandwidth,
-            crossbar_size=args.crossbar_size, host_profile=args.host_profile,
+            crossbar_size=args.crossbar_size, host_profile=args.host_profile, host_model=args.host_model,
         )
 
     @staticmethod
@@ -91,7 +95,8 @@ class HardwareArgs:
         from cimsplit.compiler.opaque import parse_op_latencies
         from cimsplit.passes.pipeline import CompileOptions
 
-        options = CompileOptions(paper_exact=bool(args.paper_exact), op_latencies=parse_op_latencies(args.op_latency))
+        options = CompileOptions(paper_exact=bool(args.paper_exact), op_latencies=parse_op_latencies(args.op_latency),
+                                 allow_unpredicted=bool(args.allow_unpredicted))
         return options if solve is None else dataclasses.replace(options, solve=solve)
 
 

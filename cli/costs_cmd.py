@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from cimsplit.cli.args import HardwareArgs, ModelArgs
 from cimsplit.cli.table import format_table
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     hardware = HardwareArgs.parse(args)
     costed = cost_model(ModelArgs.parse(args), hardware, HardwareArgs.compile_options(args))
     loaded, profile, costs = costed.loaded, costed.profile, costed.costs
+    for warning in costed.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
     workload = loaded.workload
     if args.json:
         print(json.dumps(costs_to_dict(costs, workload), sort_keys=True, indent=2))
@@ -68,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     capable = [cost for cost in costs.operators if cost.t_cim_ns is not None]
     print()
     print(f"CPU-only (sum of T_host):               {format_time_ns(costs.cpu_only_ns)}")
-    print(f"whole model, all ORT optimizations:     {format_time_ns(profile.model_median_ns['optimizations_all'])}")
+    whole_ns = profile.model_median_ns.get("optimizations_all")
+    print(f"whole model, all ORT optimizations:     {'not measured' if whole_ns is None else format_time_ns(whole_ns)}")
     print(f"CIM-capable operators on the host:      {format_time_ns(sum(c.t_host_ns for c in capable))}")
     print(f"CIM-capable operators on the CIM:       {format_time_ns(sum(c.t_cim_ns or 0.0 for c in capable))}")
     print(f"crossbars to offload all of them:       {sum(c.crossbars for c in capable)} (budget {hardware.crossbars})")

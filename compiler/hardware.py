@@ -19,6 +19,7 @@ A TOML file holds any subset of these keys (unknown keys are an error)::
     bus_bandwidth = "20.48GB/s"
     element_bytes = 1
     host_profile = "host.json"     # relative to the TOML file's folder
+    host_model = "board.json"      # or: latencies predicted from `cimsplit calibrate` (not both)
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class Hardware:
     element_bytes: int = 1
     host_profile: str | None = None
     """Path of a host profile JSON, or None to profile this machine."""
+    host_model: str | None = None
+    """Path of a calibration (`cimsplit calibrate`) that predicts host latencies; excludes ``host_profile``."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict; keys carry their units."""
@@ -68,6 +71,7 @@ PRESETS: dict[str, Hardware] = {
 _TOML_KEYS = (
     "base", "name", "crossbar_size", "crossbar_rows", "crossbar_cols", "crossbars", "mvm_latency",
     "bandwidth", "cim_bandwidth", "bus_bandwidth", "element_bytes", "host_profile",
+    "host_model",
 )
 
 
@@ -97,6 +101,7 @@ def hardware_from_flags(
     bus_bandwidth: str | None = None,
     crossbar_size: str | None = None,
     host_profile: str | None = None,
+    host_model: str | None = None,
 ) -> Hardware:
     """``spec`` (``--hw``) then the command-line overrides as written (``"100"``, ``"50ns"``, ``"20.48GB/s"``, ``"256x256"``).
 
@@ -115,9 +120,20 @@ def hardware_from_flags(
         overrides["bus_bandwidth_bytes_per_s"] = bandwidth
     if crossbar_size is not None:
         overrides["crossbar_rows"], overrides["crossbar_cols"] = parse_crossbar_size(crossbar_size)
+    if host_profile is not None and host_model is not None:
+        raise CimsplitError("--host-model and --host-profile both give the host latencies; pass one of them",
+                            hint="--host-model predicts from a calibration, --host-profile reads a measured profile")
     if host_profile is not None:
         overrides["host_profile"] = str(host_profile)
-    return load_hardware(spec or "x86", **overrides)
+    if host_model is not None:
+        overrides["host_model"] = str(host_model)
+    hardware = load_hardware(spec or "x86", **overrides)
+    # A flag replaces the TOML file's choice of host latencies, whichever of the two keys the file used.
+    if host_model is not None:
+        hardware = dataclasses.replace(hardware, host_profile=None)
+    elif host_profile is not None:
+        hardware = dataclasses.replace(hardware, host_model=None)
+    return hardware
 
 
 def validate_hardware(hardware: Hardware) -> None:
@@ -207,9 +223,13 @@ def _from_toml(path: Path) -> Hardware:
         changes["cim_bandwidth_bytes_per_s"] = parse_bandwidth(table["cim_bandwidth"])
     if "bus_bandwidth" in table:
         changes["bus_bandwidth_bytes_per_s"] = parse_bandwidth(table["bus_bandwidth"])
-    if "host_profile" in table:
-        profile = Path(str(table["host_profile"]))
-        changes["host_profile"] = str(profile if profile.is_absolute() else path.parent / profile)
+    if "host_profile" in table and "host_model" in table:
+        raise CimsplitError(f"hardware file {str(path)!r} sets both host_profile and host_model",
+                            hint="keep one: a measured profile or a calibration to predict from")
+    for key in ("host_profile", "host_model"):
+        if key in table:
+            file = Path(str(table[key]))
+            changes[key] = str(file if file.is_absolute() else path.parent / file)
     return dataclasses.replace(PRESETS[base], **changes)
 
 

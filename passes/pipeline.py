@@ -31,6 +31,7 @@ import onnx
 from cimsplit.compiler.costs import Costs, build_costs
 from cimsplit.compiler.frontend import LoadedModel, ModelSpec, load
 from cimsplit.compiler.hardware import Hardware
+from cimsplit.compiler.host_prediction import host_costs
 from cimsplit.compiler.host_profile import HostProfile, host_profile_for
 from cimsplit.compiler.opaque import opaque_latencies
 from cimsplit.compiler.workload import Workload
@@ -117,6 +118,8 @@ class CompileOptions:
     host_profile: HostProfile | None = None
     """Host latencies to use; None reads ``hardware.host_profile`` or profiles this machine (cached)."""
     op_latencies: Mapping[str, float] = field(default_factory=dict)
+    allow_unpredicted: bool = False
+    """With ``hardware.host_model``: profile here the operator kinds the calibration lacks (else an error)."""
     """``--op-latency``: host latency in ns of operators onnxruntime cannot profile, by node name or op type."""
     explain: bool = False
     """Run the explain stage: explain.json and each node's reason on annotated.onnx."""
@@ -190,8 +193,13 @@ def _load(hardware: Hardware) -> Stage:
 
 def _costs(spec: ModelSpec, hardware: Hardware, options: CompileOptions) -> Stage:
     def run(loaded: LoadedModel) -> CostedModel:
-        profile = options.host_profile or host_profile_for(loaded, hardware.host_profile)
+        profile = options.host_profile or host_costs(loaded, host_model=hardware.host_model,
+                                                     host_profile=hardware.host_profile,
+                                                     allow_unpredicted=options.allow_unpredicted)
+        profile = profile or host_profile_for(loaded, hardware.host_profile)
+        predicted_warnings = tuple(getattr(profile, "warnings", ()))  # kinds the calibration lacks, profiled here
         profile, warnings = opaque_latencies(profile, loaded.model, options.op_latencies)
+        warnings = (*predicted_warnings, *warnings)
         costs = build_costs(loaded.workload, hardware, profile, paper_exact=options.paper_exact)
         return CostedModel(spec, hardware, loaded, profile, costs, problem_from_costs(loaded.workload, costs), warnings)
 

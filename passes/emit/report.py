@@ -95,6 +95,7 @@ def result_to_json(result: PlacementResult, workload: Any = None, costs: Any = N
         "crossbars_used": int(result.crossbars_used),
         "crossbar_budget": int(problem.budget),
         "operators_on_cim": sum(1 for h in schedule.on_host if not h),
+        "host_costs": dict(getattr(costs, "host_profile", None) or {}),
         "model_latency_ort_all_ns": whole,
         "speedup_vs_ort_all": (whole / schedule.makespan_ns) if whole and schedule.makespan_ns > 0 else None,
         "solver": {

@@ -1,0 +1,77 @@
+"""`cimsplit calibrate`: measure this board once, then compile any model for it with ``--host-model``.
+
+    cimsplit calibrate -o board.json [--threads 1] [--int8] [--budget-s 300] [--runs 5] [--warmup 2] [--force]
+
+Runs the micro-benchmark grid of :mod:`cimsplit.compiler.calibration` (one
+operator per model, profiled as ``cimsplit profile`` profiles) until the time
+budget is spent, fits one predictor per operator kind
+(:mod:`cimsplit.compiler.host_model`) and writes the fits, their error
+statistics, the samples, the onnxruntime version and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from cimsplit.errors import CimsplitError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "calibrate", help="micro-benchmark this machine and fit host latency predictors (for --host-model)",
+        description="Measure one-operator models over a fixed grid of GEMM shapes and element counts with "
+                    "onnxruntime, as host profiling measures, and fit a latency predictor per operator kind.",
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="calibration JSON to write")
+    parser.add_argument("--threads", type=int, default=1, metavar="N", help="ORT intra-op threads (default 1)")
+    parser.add_argument("--int8", action="store_true", help="also calibrate int8 QDQ operators (half the budget)")
+    parser.add_argument("--budget-s", type=float, default=300.0, metavar="SECONDS", help="time budget (default 300)")
+    parser.add_argument("--runs", type=int, default=5, metavar="N", help="recorded runs per point (default 5)")
+    parser.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up runs per point (default 2)")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from cimsplit.compiler.calibration import calibrate
+
+    output = Path(args.output)
+    if output.is_dir():
+        raise CimsplitError(f"{output} is a directory", hint="pass -o with a file name")
+    if output.exists() and not args.force:
+        raise CimsplitError(f"{output} already exists", hint="pass --force to overwrite it")
+    if args.runs < 1 or args.warmup < 0:
+        raise CimsplitError("--runs must be at least 1 and --warmup zero or more")
+    with tqdm(total=int(args.budget_s), desc="calibrating", unit="s", disable=args.no_progress or None,
+              leave=False) as bar:
+        def progress(done: int, total: int, elapsed_s: float) -> None:
+            bar.n = min(int(elapsed_s), bar.total)
+            bar.set_postfix_str(f"point {done}/{total}")
+            bar.refresh()
+
+        model = calibrate(threads=args.threads, int8=args.int8, budget_s=args.budget_s, runs=args.runs,
+                          warmup=args.warmup, progress=progress)
+    try:
+        model.save(output)
+    except OSError as exc:
+        raise CimsplitError(f"cannot write {output}: {exc.strerror or exc}") from None
+    campaign = model.campaign
+    print(f"calibrated {campaign['measured']} of {campaign['grid_points']} points in {campaign['elapsed_s']:.0f} s "
+          f"(budget {args.budget_s:g} s); cpu {model.cpu}, onnxruntime {model.ort_version}, {model.threads} thread(s), "
+          f"level {model.level}")
+    for kind, fit in sorted(model.fits.items()):
+        cv = fit.cv_mape.get(fit.method)
+        baseline = fit.cv_mape.get("pipeit")
+        print(f"  {kind:24s} {fit.samples:4d} samples  {fit.method:16s} fit {100 * fit.fit_mape:5.1f}%"
+              + (f"  held-out {100 * cv:5.1f}%" if cv is not None else "")
+              + (f"  (Pipe-it linear {100 * baseline:5.1f}%)" if baseline is not None else ""))
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1) / 2:
+        print(f"note: load average {load:.1f} while calibrating; latencies measured on a busy machine are noisy")
+    print(f"wrote {output}")
+    return 0

@@ -1,0 +1,333 @@
+"""The calibration campaign: micro-benchmarks of one operator each, measured as host profiling measures.
+
+The grid (:func:`grid`) is fixed and ordered: Conv over C_in x C_out x spatial
+size x kernel 1/3/5/7 x stride 1/2, depthwise Conv, Gemm (M_v x N_v x batch),
+and the non-GEMM operators over element counts.  Its spatial sizes (10, 18, 36,
+68, 132) are none of the zoo's (7 ... 224, 20 ... 640), so no zoo model's
+GEMM shape (M_v, N_v, N_mvm) is in it; :func:`grid` also drops any point in
+``held_out``.  Points are interleaved across kinds (each kind's own points in
+a seeded shuffle), so a campaign cut short by its time budget still covers
+every kind with a spread of sizes.
+
+Each point is a one-node ONNX model from one input (int8: the same model
+through the zoo's QDQ recipe, ``models/quantize.py``), loaded by the front
+end and profiled with :func:`host_profile.profile_model` — the optimization
+level, threads and attribution of host profiling itself — and the
+operator's latency is read with :func:`host_profile.operator_latencies`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, Sample, fit_samples, operator_features, operator_kind
+from cimsplit.errors import CimsplitError
+
+__all__ = ["GridPoint", "grid", "build_point", "measure_point", "calibrate", "SPATIAL", "gemm_key"]
+
+log = logging.getLogger(__name__)
+
+SPATIAL = (10, 18, 36, 68, 132)
+CONV_IN = (3, 16, 40, 88, 176, 344)
+CONV_OUT = (16, 40, 88, 176, 344, 680)
+DEPTHWISE = (16, 40, 88, 176, 344, 680)
+GEMM_M = (10, 100, 500, 1500)
+GEMM_N = (40, 200, 700, 1800, 3000)
+GEMM_BATCH = (1, 3, 17)
+ELEMENT_CHANNELS = (16, 40, 88, 176, 344)
+MAX_MACS = 250e6
+MAX_ELEMENTS = 3e6
+ELEMENT_POINTS = 12
+"""Points per non-GEMM kind (a three-column fit needs few)."""
+ELEMENT_OPS = (
+    "Relu", "Clip", "Sigmoid", "HardSigmoid", "Tanh", "LeakyRelu", "Add", "Mul", "Sub", "Div", "Pow",
+    "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Concat", "Split", "Slice",
+    "Resize", "Softmax",
+)
+_WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, "Gemm": 1}
+_OPSET = 17
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One micro-benchmark: its kind and the shape parameters that build it."""
+
+    kind: str
+    params: tuple[tuple[str, int], ...]
+    variant: int = 0
+    """Distinguishes forms of one op (MaxPool 3x3/2 and 5x5/1)."""
+
+    def get(self, key: str) -> int:
+        return dict(self.params)[key]
+
+
+def gemm_key(m: int, n: int, n_mvm: int) -> tuple[int, int, int]:
+    """The GEMM descriptors a held-out shape is compared by."""
+    return (int(m), int(n), int(n_mvm))
+
+
+def _out(size: int, k: int, s: int) -> int:
+    return (size + 2 * (k // 2) - k) // s + 1
+
+
+def _conv_points() -> list[GridPoint]:
+    points = []
+    for c_in in CONV_IN:
+        for c_out in CONV_OUT:
+            for h in SPATIAL:
+                for k in (1, 3, 5, 7):
+                    for s in (1, 2):
+                        macs = c_out * c_in * k * k * _out(h, k, s) ** 2
+                        if macs <= MAX_MACS and not (k > 3 and c_in * c_out > 176 * 176):
+                            points.append(GridPoint("Conv", (("c_in", c_in), ("c_out", c_out), ("h", h), ("k", k), ("s", s))))
+    return points
+
+
+def _depthwise_points() -> list[GridPoint]:
+    return [GridPoint("Conv-depthwise", (("c", c), ("h", h), ("k", k), ("s", s)))
+            for c in DEPTHWISE for h in SPATIAL for k in (3, 5, 7) for s in (1, 2)]
+
+
+def _gemm_points() -> list[GridPoint]:
+    return [GridPoint("Gemm", (("m", m), ("n", n), ("b", b))) for m in GEMM_M for n in GEMM_N for b in GEMM_BATCH]
+
+
+def _element_points(op: str, rng: np.random.Generator) -> list[GridPoint]:
+    shapes = [(c, h) for c in ELEMENT_CHANNELS for h in SPATIAL if c * h * h <= MAX_ELEMENTS]
+    variants = 2 if op == "MaxPool" else 1
+    points = [GridPoint(op, (("c", c), ("h", h)), variant=i % variants) for i, (c, h) in enumerate(shapes)]
+    chosen = rng.permutation(len(points))[:ELEMENT_POINTS]
+    return [points[i] for i in sorted(chosen)]
+
+
+def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
+    """(M_v, N_v, N_mvm) of a GEMM point as im2col lowers it (None for element-wise points)."""
+    if point.kind == "Conv":
+        k, s = point.get("k"), point.get("s")
+        return gemm_key(point.get("c_out"), point.get("c_in") * k * k, _out(point.get("h"), k, s) ** 2)
+    if point.kind == "Conv-depthwise":
+        c, k, s = point.get("c"), point.get("k"), point.get("s")
+        return gemm_key(c, k * k, _out(point.get("h"), k, s) ** 2 * c)
+    if point.kind == "Gemm":
+        return gemm_key(point.get("m"), point.get("n"), point.get("b"))
+    return None
+
+
+def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, int]] = ()) -> list[GridPoint]:
+    """Every calibration point, in campaign order (deterministic for a seed); int8 doubles it with ``int8:`` kinds."""
+    rng = np.random.default_rng(seed)
+    excluded = set(held_out)
+    per_kind: dict[str, list[GridPoint]] = {
+        "Conv": _conv_points(), "Conv-depthwise": _depthwise_points(), "Gemm": _gemm_points(),
+    }
+    for op in ELEMENT_OPS:
+        per_kind[op] = _element_points(op, rng)
+    queues: list[tuple[int, list[GridPoint]]] = []
+    for kind, points in per_kind.items():
+        points = [p for p in points if gemm_descriptors(p) not in excluded]
+        order = [points[i] for i in rng.permutation(len(points))]
+        queues.append((_WEIGHTS.get(kind, 1), order))
+        if int8:
+            queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
+    ordered: list[GridPoint] = []
+    while any(points for _, points in queues):
+        for weight, points in queues:
+            ordered.extend(points[:weight])
+            del points[:weight]
+    return ordered
+
+
+def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
+    """The float one-node model of ``point`` (input ``x``, output ``y``)."""
+    rng = np.random.default_rng(seed)
+    kind = point.kind.removeprefix(INT8_PREFIX)
+    inits: list[TensorProto] = []
+
+    def const(name: str, array: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def weight(shape: tuple[int, ...]) -> np.ndarray:
+        return (rng.standard_normal(shape) / math.sqrt(max(1, math.prod(shape[1:])))).astype(np.float32)
+
+    outputs = ["y"]
+    if kind in ("Conv", "Conv-depthwise"):
+        h, k, s = point.get("h"), point.get("k"), point.get("s")
+        c_in, c_out, groups = (point.get("c_in"), point.get("c_out"), 1) if kind == "Conv" else (point.get("c"),) * 3
+        x_shape = [1, c_in, h, h]
+        node = helper.make_node("Conv", ["x", const("w", weight((c_out, c_in // groups, k, k))),
+                                          const("b", np.zeros(c_out, np.float32))], ["y"],
+                                kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4, group=groups)
+        nodes = [node]
+    elif kind == "Gemm":
+        m, n, b = point.get("m"), point.get("n"), point.get("b")
+        x_shape = [b, n]
+        nodes = [helper.make_node("Gemm", ["x", const("w", weight((m, n))), const("b", np.zeros(m, np.float32))], ["y"],
+                                  transB=1)]
+    else:
+        c, h = point.get("c"), point.get("h")
+        x_shape = [1, c, h, h]
+        nodes, outputs = _element_nodes(kind, point.variant, c, h, const)
+    graph = helper.make_graph(
+        nodes, f"calibration_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs], initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="cimsplit-calibrate")
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _element_nodes(kind: str, variant: int, c: int, h: int,
+                   const: Callable[[str, np.ndarray], str]) -> tuple[list[onnx.NodeProto], list[str]]:
+    make = helper.make_node
+    unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "GlobalAveragePool", "Softmax"}
+    if kind in unary:
+        return [make(kind, ["x"], ["y"], **({"axis": 1} if kind == "Softmax" else {}))], ["y"]
+    if kind in ("Add", "Mul", "Sub", "Div"):
+        return [make(kind, ["x", "x"], ["y"])], ["y"]
+    if kind == "Clip":
+        return [make("Clip", ["x", const("lo", np.float32(0)), const("hi", np.float32(6))], ["y"])], ["y"]
+    if kind == "Pow":
+        return [make("Pow", ["x", const("e", np.float32(2))], ["y"])], ["y"]
+    if kind == "MaxPool":
+        k, s = (3, 2) if variant == 0 else (5, 1)
+        return [make("MaxPool", ["x"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)], ["y"]
+    if kind == "AveragePool":
+        return [make("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], ["y"]
+    if kind == "Flatten":
+        return [make("Flatten", ["x"], ["y"], axis=1)], ["y"]
+    if kind == "Reshape":
+        return [make("Reshape", ["x", const("shape", np.array([1, c, h * h], np.int64))], ["y"])], ["y"]
+    if kind == "Transpose":
+        return [make("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])], ["y"]
+    if kind == "Concat":
+        return [make("Concat", ["x", "x"], ["y"], axis=1)], ["y"]
+    if kind == "Split":
+        return [make("Split", ["x", const("split", np.array([c // 2, c - c // 2], np.int64))], ["y", "z"], axis=1)], ["y", "z"]
+    if kind == "Slice":
+        return [make("Slice", ["x", const("starts", np.array([0], np.int64)), const("ends", np.array([c // 2], np.int64)),
+                               const("axes", np.array([1], np.int64))], ["y"])], ["y"]
+    if kind == "Resize":
+        return [make("Resize", ["x", "", const("scales", np.array([1, 1, 2, 2], np.float32))], ["y"], mode="nearest")], ["y"]
+    raise ValueError(f"no calibration model for {kind}")
+
+
+def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int = 0) -> tuple[Sample, str]:
+    """Build, load and profile one point: its operator's sample and the profiled optimization level."""
+    from cimsplit.compiler.frontend import load
+    from cimsplit.compiler.host_profile import operator_latencies, profile_model
+
+    model = build_point(point, seed)
+    if point.kind.startswith(INT8_PREFIX):
+        from cimsplit.models.quantize import quantize_qdq
+
+        model = quantize_qdq(model, seed=seed)
+    with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
+        path = Path(folder) / "point.onnx"
+        onnx.save(model, path)
+        loaded = load(path)
+    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
+    latencies = operator_latencies(loaded.workload, profile)
+    node_types = {node.name: node.op_type for node in loaded.model.graph.node}
+    level = str(getattr(profile, "level", "off"))
+    base = point.kind.removeprefix(INT8_PREFIX)
+    kinds = [(op, operator_kind(op, node_types)) for op in loaded.workload.operators]
+    # The quantizer leaves a lone element-wise op from a graph input in float (no Q/DQ around it);
+    # that is the op's cost in an int8 model too, where its Q/DQ neighbours are charged to their producers.
+    for op, kind in sorted(kinds, key=lambda item: item[1] != point.kind):
+        if kind in (point.kind, base):
+            return Sample(point.kind, operator_features(op), latencies[op.name]), level
+    found = ", ".join(kind for _, kind in kinds) or "none"
+    raise RuntimeError(f"calibration point {point} yields operators {found}, not {point.kind}")
+
+
+def _work(point: GridPoint) -> float:
+    """MACs of a GEMM point, elements of another: what its run time scales with."""
+    gemm = gemm_descriptors(point)
+    if gemm is not None:
+        return float(math.prod(gemm))
+    return float(point.get("c") * point.get("h") ** 2)
+
+
+def calibrate(
+    *, threads: int = 1, int8: bool = False, budget_s: float = 300.0, runs: int = 5, warmup: int = 2, seed: int = 0,
+    held_out: Iterable[tuple[int, int, int]] = (), progress: Callable[[int, int, float], None] | None = None,
+    points: Sequence[GridPoint] | None = None,
+) -> HostModel:
+    """Measure grid points until the budget is spent, then fit every kind (see the module docstring).
+
+    A point is skipped when its estimated cost (per-kind overhead plus the
+    work times the kind's measured ns per unit) does not fit in what is left.
+    ``progress(done, total, elapsed_s)`` is called after each point.
+    """
+    if threads < 1:
+        raise CimsplitError(f"--threads must be at least 1, not {threads}")
+    if not budget_s > 0:
+        raise CimsplitError(f"--budget-s must be positive, not {budget_s:g}")
+    todo = list(points) if points is not None else grid(int8=int8, seed=seed, held_out=held_out)
+    start = time.perf_counter()
+    load_before = os.getloadavg()
+    samples: list[Sample] = []
+    overhead_s: dict[str, float] = {}
+    ns_per_unit: dict[str, list[float]] = {}
+    skipped = failed = 0
+    level = "off"
+    passes = 4 * (runs + warmup)  # profiled and timed sessions take turns (host_profile.measure)
+    for index, point in enumerate(todo):
+        left_s = budget_s - (time.perf_counter() - start)
+        rates = ns_per_unit.get(point.kind)
+        estimate_s = overhead_s.get(point.kind, 0.1) + passes * _work(point) * (float(np.median(rates)) if rates else 0.05) * 1e-9
+        if estimate_s > left_s:
+            skipped += 1
+            if left_s < 0.05:
+                break
+            continue
+        begun = time.perf_counter()
+        try:
+            sample, level = measure_point(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
+        except RuntimeError as exc:  # a point the front end or onnxruntime lowers into another kind
+            log.warning("skipping a calibration point: %s", exc)
+            failed += 1
+            continue
+        wall_s = time.perf_counter() - begun
+        if sample.t_ns <= 0:
+            failed += 1
+            continue
+        samples.append(sample)
+        ns_per_unit.setdefault(point.kind, []).append(sample.t_ns / _work(point))
+        overhead_s[point.kind] = min(overhead_s.get(point.kind, wall_s), max(wall_s - passes * sample.t_ns * 1e-9, 0.0))
+        if progress is not None:
+            progress(index + 1, len(todo), time.perf_counter() - start)
+    elapsed_s = time.perf_counter() - start
+    if not samples:
+        raise CimsplitError(f"the budget of {budget_s:g} s measured no calibration point", hint="raise --budget-s")
+    return fitted_model(samples, threads=threads, int8=int8, level=level, campaign={
+        "budget_s": budget_s, "elapsed_s": round(elapsed_s, 3), "grid_points": len(todo), "measured": len(samples),
+        "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed,
+        "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    })
+
+
+def fitted_model(samples: Sequence[Sample], *, threads: int, int8: bool, campaign: dict, level: str) -> HostModel:
+    """Fit ``samples`` and record this machine, onnxruntime and the profiling level they were measured at."""
+    from cimsplit.compiler.host_profile import cpu_model
+
+    machine = {"system": platform.system(), "machine": platform.machine(), "node": platform.node(),
+               "python": platform.python_version(), "cores": str(os.cpu_count() or 1)}
+    return HostModel(ort_version=ort.__version__, cpu=cpu_model(), machine=machine, threads=threads, level=level,
+                     int8=int8, fits=fit_samples(samples), samples=tuple(samples), campaign=dict(campaign))

@@ -1,0 +1,319 @@
+"""Predicted host latencies (Pipe-it's single-core estimation, made to fit this runtime).
+
+A *host model* (``cimsplit calibrate -o board.json``) holds, per operator
+kind, a regression fitted on micro-benchmarks measured once on a board; any
+model can then be compiled for that board without profiling it.  An
+operator's kind is its op type (``Conv`` split into ``Conv`` and
+``Conv-depthwise``; ``Gemm`` and ``MatMul`` with a constant weight are
+``Gemm``), prefixed ``int8:`` when quantize/dequantize nodes belong to it.
+Its descriptors come from the workload: M_v, N_v, N_mvm, the kernel size and
+the activation element counts N_in, N_out (``compiler/im2col.py``).  A fused
+activation (Relu, Clip, SiLU's Sigmoid and Mul) adds its element-wise kind's
+prediction at N_out elements.
+
+Fitting methods (``METHODS``), chosen per kind by 5-fold cross-validated mean
+absolute percentage error on the calibration's own shapes:
+
+* ``pipeit``: Pipe-it's linear regression ``t = b0 + b1 N + b2 K + b3 M + b4 NK
+  + b5 KM + b6 NM`` (N = N_mvm, K = N_v, M = M_v), ordinary least squares on
+  ns; the baseline.
+* ``log-quadratic``: ``log t`` quadratic in ``log M, log K, log N, log N_in``;
+  latencies span five decades and their errors are relative, which a
+  log-space fit weighs evenly (a 10 us and a 10 ms convolution count alike).
+* ``relative-linear``: ``t = b0 + b1 MACs + b2 N_in + b3 N_out + b4 weights``
+  fitted on relative residuals (rows divided by t).
+* ``log-linear`` (non-GEMM kinds): ``log t`` linear in ``log N_in, log N_out``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cimsplit.compiler.workload import Operator
+from cimsplit.errors import CimsplitError
+from cimsplit.files import write_atomic
+
+__all__ = [
+    "FORMAT", "FORMAT_VERSION", "METHODS", "KindFit", "HostModel", "Sample",
+    "operator_kind", "operator_features", "fit_kind", "fit_samples", "design_matrix", "solve",
+]
+
+FORMAT = "cimsplit-host-model"
+FORMAT_VERSION = 1
+INT8_PREFIX = "int8:"
+GEMM_FEATURES = ("m", "n", "n_mvm", "k", "n_in", "n_out")
+ELEMENT_FEATURES = ("n_in", "n_out")
+_QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+_FUSABLE = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Mul", "Add"})
+_FOLDS = 5
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One micro-benchmark: an operator's kind, its descriptors and its measured latency."""
+
+    kind: str
+    features: Mapping[str, float]
+    t_ns: float
+
+
+@dataclass(frozen=True)
+class _Method:
+    gemm: bool
+    """Applies to GEMM kinds (else to element-count kinds)."""
+    log_target: bool
+    weighted: bool
+    """Least squares on relative residuals (each row divided by its latency)."""
+    columns: Callable[[Mapping[str, float]], list[float]]
+
+
+def _gemm_logs(f: Mapping[str, float]) -> list[float]:
+    return [math.log(max(f[key], 1.0)) for key in ("m", "n", "n_mvm", "n_in")]
+
+
+def _log_quadratic(f: Mapping[str, float]) -> list[float]:
+    x = _gemm_logs(f)
+    return [1.0, *x, *(x[i] * x[j] for i in range(len(x)) for j in range(i, len(x)))]
+
+
+METHODS: dict[str, _Method] = {
+    "pipeit": _Method(True, False, False, lambda f: [
+        1.0, f["n_mvm"], f["n"], f["m"], f["n_mvm"] * f["n"], f["n"] * f["m"], f["n_mvm"] * f["m"]]),
+    "log-quadratic": _Method(True, True, False, _log_quadratic),
+    "relative-linear": _Method(True, False, True, lambda f: [
+        1.0, f["m"] * f["n"] * f["n_mvm"], f["n_in"], f["n_out"], f["m"] * f["n"]]),
+    "log-linear": _Method(False, True, False, lambda f: [
+        1.0, math.log(max(f["n_in"], 1.0)), math.log(max(f["n_out"], 1.0))]),
+    "relative-elements": _Method(False, False, True, lambda f: [1.0, f["n_in"], f["n_out"]]),
+}
+
+
+def design_matrix(method: str, features: Sequence[Mapping[str, float]]) -> np.ndarray:
+    """One row of ``method``'s columns per sample."""
+    return np.array([METHODS[method].columns(f) for f in features], dtype=float)
+
+
+def solve(method: str, features: Sequence[Mapping[str, float]], t_ns: Sequence[float]) -> np.ndarray:
+    """Least-squares coefficients of ``method`` (columns scaled to unit max for conditioning)."""
+    spec = METHODS[method]
+    x = design_matrix(method, features)
+    t = np.asarray(t_ns, dtype=float)
+    y = np.log(t) if spec.log_target else t.copy()
+    if spec.weighted:
+        x, y = x / t[:, None], y / t
+    scale = np.abs(x).max(axis=0)
+    scale[scale == 0] = 1.0
+    coefficients, *_ = np.linalg.lstsq(x / scale, y, rcond=None)
+    return coefficients / scale
+
+
+def evaluate(method: str, coefficients: Sequence[float], features: Mapping[str, float]) -> float:
+    """Predicted latency in ns (at least 1 ns)."""
+    spec = METHODS[method]
+    value = float(np.dot(spec.columns(features), coefficients))
+    if spec.log_target:
+        value = math.exp(min(value, 50.0))
+    return max(value, 1.0)
+
+
+def _mape(method: str, coefficients: np.ndarray, features: Sequence[Mapping[str, float]], t_ns: Sequence[float]) -> float:
+    errors = [abs(evaluate(method, coefficients, f) - t) / t for f, t in zip(features, t_ns)]
+    return float(np.mean(errors)) if errors else math.nan
+
+
+def cross_validated_mape(method: str, features: Sequence[Mapping[str, float]], t_ns: Sequence[float]) -> float | None:
+    """Mean absolute percentage error on held-out folds (sample i in fold i mod 5); None if too few samples."""
+    width = len(METHODS[method].columns(features[0]))
+    folds = min(_FOLDS, len(features))
+    if len(features) - math.ceil(len(features) / folds) < width + 1:
+        return None
+    errors: list[float] = []
+    for fold in range(folds):
+        train = [i for i in range(len(features)) if i % folds != fold]
+        test = [i for i in range(len(features)) if i % folds == fold]
+        coefficients = solve(method, [features[i] for i in train], [t_ns[i] for i in train])
+        errors.extend(abs(evaluate(method, coefficients, features[i]) - t_ns[i]) / t_ns[i] for i in test)
+    return float(np.mean(errors))
+
+
+@dataclass(frozen=True)
+class KindFit:
+    kind: str
+    method: str
+    coefficients: tuple[float, ...]
+    samples: int
+    fit_mape: float
+    """Mean absolute percentage error on the samples it was fitted on."""
+    cv_mape: dict[str, float | None]
+    """Cross-validated error of every applicable method (None: too few samples)."""
+    ranges: dict[str, tuple[float, float]]
+    """Smallest and largest value of each descriptor among the samples."""
+
+    def predict_ns(self, features: Mapping[str, float]) -> float:
+        return evaluate(self.method, self.coefficients, features)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "coefficients": list(self.coefficients), "samples": self.samples,
+                "fit_mape": self.fit_mape, "cv_mape": dict(self.cv_mape),
+                "ranges": {key: list(value) for key, value in self.ranges.items()}}
+
+    @classmethod
+    def from_dict(cls, kind: str, data: Mapping[str, Any]) -> KindFit:
+        method = str(data["method"])
+        if method not in METHODS:
+            raise ValueError(f"unknown method {method!r}")
+        return cls(kind, method, tuple(float(c) for c in data["coefficients"]), int(data["samples"]),
+                   float(data["fit_mape"]), {k: (None if v is None else float(v)) for k, v in data["cv_mape"].items()},
+                   {k: (float(v[0]), float(v[1])) for k, v in data.get("ranges", {}).items()})
+
+
+def is_gemm_kind(kind: str) -> bool:
+    base = kind.removeprefix(INT8_PREFIX)
+    return base in ("Conv", "Conv-depthwise", "Gemm")
+
+
+def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None = None) -> KindFit | None:
+    """Fit every applicable method, keep the one with the lowest cross-validated error; None without samples.
+
+    With too few samples to cross-validate any method, the method with the fewest
+    columns that the samples determine is used.
+    """
+    samples = [s for s in samples if s.t_ns > 0]
+    if not samples:
+        return None
+    gemm = is_gemm_kind(kind)
+    names = [m for m in (methods or METHODS) if METHODS[m].gemm == gemm]
+    features = [s.features for s in samples]
+    t_ns = [s.t_ns for s in samples]
+    cv = {name: cross_validated_mape(name, features, t_ns) for name in names}
+    scored = [name for name in names if cv[name] is not None]
+    if scored:
+        best = min(scored, key=lambda name: (cv[name], name))
+    else:
+        fitting = [name for name in names if len(METHODS[name].columns(features[0])) <= len(samples)]
+        if not fitting:
+            return None
+        best = min(fitting, key=lambda name: (len(METHODS[name].columns(features[0])), name))
+    coefficients = solve(best, features, t_ns)
+    keys = GEMM_FEATURES if gemm else ELEMENT_FEATURES
+    ranges = {key: (min(f[key] for f in features), max(f[key] for f in features)) for key in keys}
+    return KindFit(kind, best, tuple(float(c) for c in coefficients), len(samples),
+                   _mape(best, coefficients, features, t_ns), cv, ranges)
+
+
+def fit_samples(samples: Sequence[Sample]) -> dict[str, KindFit]:
+    """One fit per kind present in ``samples`` (kinds in sorted order)."""
+    by_kind: dict[str, list[Sample]] = {}
+    for sample in samples:
+        by_kind.setdefault(sample.kind, []).append(sample)
+    fits = {kind: fit_kind(kind, by_kind[kind]) for kind in sorted(by_kind)}
+    return {kind: fit for kind, fit in fits.items() if fit is not None}
+
+
+def operator_kind(op: Operator, node_types: Mapping[str, str]) -> str:
+    """The calibration kind of a workload operator (see the module docstring)."""
+    types = [node_types.get(node, "") for node in op.nodes]
+    int8 = any(t in _QUANT_OPS or t.startswith("QLinear") for t in types)
+    if op.m is not None and op.weight_shape is not None and len(op.weight_shape) == 4:
+        base = "Conv-depthwise" if _groups(op) > 1 and op.weight_shape[1] == 1 else "Conv"
+    elif op.m is not None:
+        base = "Gemm"
+    else:
+        base = op.op_type
+    return f"{INT8_PREFIX}{base}" if int8 else base
+
+
+def operator_features(op: Operator) -> dict[str, float]:
+    """The descriptors a fit reads: GEMM shape and kernel size when lowered, element counts always."""
+    features = {"n_in": float(max(op.n_in, 1)), "n_out": float(max(op.n_out, 1))}
+    if op.m is not None and op.n is not None and op.n_mvm is not None:
+        kernel = op.weight_shape[2] if op.weight_shape is not None and len(op.weight_shape) == 4 else 1
+        features.update(m=float(op.m), n=float(op.n), n_mvm=float(op.n_mvm), k=float(kernel))
+    return features
+
+
+def fused_activations(op: Operator, node_types: Mapping[str, str]) -> list[str]:
+    """Op types of the element-wise nodes fused into a GEMM operator (after its anchor)."""
+    if op.m is None:
+        return []
+    return [node_types[node] for node in op.nodes[1:] if node_types.get(node) in _FUSABLE]
+
+
+def _groups(op: Operator) -> int:
+    """Conv groups from the lowering: N_mvm = H_out W_out g B and N_out = C_out H_out W_out B."""
+    if not op.n_out or op.m is None or op.n_mvm is None:
+        return 1
+    return max(1, round(op.n_mvm * op.m / op.n_out))
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """A board's calibration: fits per kind plus where and how they were measured."""
+
+    ort_version: str
+    cpu: str
+    machine: dict[str, str]
+    threads: int
+    level: str
+    int8: bool
+    fits: dict[str, KindFit]
+    samples: tuple[Sample, ...] = ()
+    campaign: dict[str, Any] = field(default_factory=dict)
+    """Budget, elapsed time, grid size, measured points, load averages."""
+    source: str = field(default="calibrated here", compare=False)
+
+    def predict_kind_ns(self, kind: str, features: Mapping[str, float]) -> float:
+        return self.fits[kind].predict_ns(features)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "ort_version": self.ort_version, "cpu": self.cpu,
+            "machine": dict(self.machine), "threads": self.threads, "level": self.level, "int8": self.int8,
+            "campaign": dict(self.campaign),
+            "kinds": {kind: fit.to_dict() for kind, fit in sorted(self.fits.items())},
+            "samples": [{"kind": s.kind, "features": dict(s.features), "t_ns": s.t_ns} for s in self.samples],
+        }
+
+    def save(self, path: str | Path) -> None:
+        write_atomic(Path(path), json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n")
+
+    def summary(self) -> dict[str, Any]:
+        """What plan.json records about the calibration the host costs were predicted from."""
+        return {"calibration": self.source, "cpu": self.cpu, "ort_version": self.ort_version,
+                "threads": self.threads, "level": self.level, "machine": dict(self.machine),
+                "kinds": sorted(self.fits), "created": self.campaign.get("created")}
+
+    @classmethod
+    def load(cls, path: str | Path) -> HostModel:
+        path = Path(path)
+        where = f"host model {str(path)!r}"
+        hint = "write one with `cimsplit calibrate -o FILE`"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise CimsplitError(f"{where} does not exist", hint=hint) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CimsplitError(f"cannot read {where}: {exc}") from None
+        except json.JSONDecodeError:
+            raise CimsplitError(f"{where} is not JSON", hint=hint) from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise CimsplitError(f"{where} is not a cimsplit calibration", hint=hint)
+        if data.get("format_version") != FORMAT_VERSION:
+            raise CimsplitError(f"{where} has format version {data.get('format_version')!r}, this cimsplit reads "
+                                f"version {FORMAT_VERSION}", hint="calibrate the board again")
+        try:
+            fits = {str(kind): KindFit.from_dict(str(kind), fit) for kind, fit in data["kinds"].items()}
+            samples = tuple(Sample(str(s["kind"]), {k: float(v) for k, v in s["features"].items()}, float(s["t_ns"]))
+                            for s in data.get("samples", []))
+            return cls(str(data["ort_version"]), str(data["cpu"]), {k: str(v) for k, v in data["machine"].items()},
+                       int(data["threads"]), str(data["level"]), bool(data["int8"]), fits, samples,
+                       dict(data.get("campaign", {})), source=str(path))
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise CimsplitError(f"{where} is malformed ({type(exc).__name__}: {exc})", hint=hint) from None

@@ -1,0 +1,151 @@
+"""Host latencies predicted from a board's calibration instead of profiled (``--host-model``).
+
+:func:`predicted_profile` turns a :class:`HostModel` and a loaded model into a
+:class:`PredictedProfile`, a :class:`HostProfile` whose per-node medians are
+predictions (an operator's whole latency on its anchor node, 0 on the nodes
+fused into it), so that costs, placement, the sweep and plan.json take it
+as they take a measured profile; its ``summary()`` says the costs are
+predicted and from which calibration.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import onnx
+import onnxruntime as ort
+
+from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, fused_activations, operator_features, operator_kind
+from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
+from cimsplit.compiler.workload import Workload
+from cimsplit.errors import CimsplitError
+
+__all__ = ["PredictedProfile", "predict_latencies", "predicted_profile", "check_host_model", "host_costs"]
+
+log = logging.getLogger(__name__)
+
+
+class _Loaded(Protocol):
+    model: onnx.ModelProto
+    workload: Workload
+    fingerprint: str
+    input_shapes: dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class PredictedProfile(HostProfile):
+    calibration: dict[str, Any] = field(default_factory=dict, compare=False)
+    """The calibration's summary (file, cpu, onnxruntime, level, kinds)."""
+    unpredicted: tuple[str, ...] = field(default=(), compare=False)
+    """Operators whose kind the calibration lacks, profiled on this machine instead."""
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def summary(self) -> dict[str, Any]:
+        summary = super().summary()
+        summary.update(predicted=True, calibration=dict(self.calibration), unpredicted=list(self.unpredicted))
+        return summary
+
+    def describe(self) -> str:
+        profiled = f"; {len(self.unpredicted)} operator(s) profiled here" if self.unpredicted else ""
+        return (f"host costs: predicted from calibration {self.calibration.get('calibration')} (cpu {self.cpu}, "
+                f"onnxruntime {self.ort_version}, {self.threads} thread(s), level {self.calibration.get('level')}){profiled}")
+
+
+def check_host_model(host_model: HostModel) -> None:
+    """A calibration measured with another onnxruntime predicts another runtime: refuse it."""
+    if host_model.ort_version != ort.__version__:
+        raise CimsplitError(
+            f"host model {host_model.source!r} was calibrated with onnxruntime {host_model.ort_version}, "
+            f"this is onnxruntime {ort.__version__}",
+            hint="calibrate the board again with this onnxruntime (`cimsplit calibrate -o FILE`)",
+        )
+
+
+def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: HostModel) -> tuple[dict[str, float], dict[str, str]]:
+    """T_host,v in ns for every operator whose kind is calibrated, and operator -> kind for those that are not."""
+    node_types = {node.name: node.op_type for node in model.graph.node}
+    latencies: dict[str, float] = {}
+    missing: dict[str, str] = {}
+    for op in workload.operators:
+        kind = operator_kind(op, node_types)
+        prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""
+        needed = [(kind, operator_features(op))]
+        needed += [(prefix + act, {"n_in": float(max(op.n_out, 1)), "n_out": float(max(op.n_out, 1))})
+                   for act in fused_activations(op, node_types)]
+        absent = [k for k, _ in needed if k not in host_model.fits]
+        if absent:
+            missing[op.name] = absent[0]
+            continue
+        latencies[op.name] = sum(host_model.predict_kind_ns(k, f) for k, f in needed)
+    return latencies, missing
+
+
+def predicted_profile(loaded: _Loaded, host_model: HostModel, *, allow_unpredicted: bool = False,
+                      measured: HostProfile | None = None) -> PredictedProfile:
+    """The predicted profile of ``loaded``; uncovered kinds are an error unless ``allow_unpredicted``.
+
+    With ``allow_unpredicted``, the operators of uncovered kinds take their
+    latencies from ``measured`` (profiled on this machine when not given).
+    """
+    check_host_model(host_model)
+    latencies, missing = predict_latencies(loaded.workload, loaded.model, host_model)
+    nodes: dict[str, dict[str, Any]] = {}
+    warnings: list[str] = []
+    if missing:
+        kinds = sorted(set(missing.values()))
+        if not allow_unpredicted:
+            raise CimsplitError(
+                f"host model {host_model.source!r} does not cover operator kind {kinds[0]!r} "
+                f"(operator {next(op for op, kind in missing.items() if kind == kinds[0])!r})"
+                + (f" nor {', '.join(repr(k) for k in kinds[1:])}" if len(kinds) > 1 else ""),
+                hint="calibrate with `cimsplit calibrate --int8` for int8 models, or pass --allow-unpredicted "
+                     "to profile those operators on this machine",
+            )
+        if measured is None:
+            from cimsplit.compiler.host_profile import cached_profile
+
+            measured = cached_profile(loaded, threads=host_model.threads)
+        by_name = {op.name: op for op in loaded.workload.operators}
+        for name in missing:
+            for node in by_name[name].nodes:
+                stats = measured.nodes.get(node)
+                nodes[node] = dict(stats) if stats is not None else _stats(0.0)
+        warnings.append(f"host latencies of {len(missing)} operator(s) of kind(s) {', '.join(kinds)} are not covered "
+                        f"by host model {host_model.source!r}: profiled on this machine instead")
+    for op in loaded.workload.operators:
+        if op.name in latencies:
+            nodes[op.nodes[0]] = _stats(latencies[op.name], op.op_type)
+            for node in op.nodes[1:]:
+                nodes[node] = _stats(0.0)
+    total = sum(float(stats["median_ns"]) for stats in nodes.values())
+    return PredictedProfile(
+        format_version=FORMAT_VERSION, fingerprint=loaded.fingerprint, ort_version=host_model.ort_version,
+        cpu=host_model.cpu, threads=host_model.threads, runs=0, warmup=0, nodes=nodes,
+        # No whole model was timed: the predicted sum stands for the level-off median, the level-all one is unknown.
+        model_median_ns={"optimizations_off": total},
+        source=f"predicted by {host_model.source}", calibration=host_model.summary(),
+        unpredicted=tuple(sorted(missing)), warnings=tuple(warnings),
+    )
+
+
+def host_costs(loaded: _Loaded, *, host_model: str | None, host_profile: str | None, allow_unpredicted: bool = False,
+               profile_here: Any = None) -> HostProfile | None:
+    """The predicted profile for ``--host-model``; None when no host model is asked for.
+
+    ``--host-model`` with ``--host-profile`` is an error: the two are two answers to one question.
+    """
+    if host_model is None:
+        if allow_unpredicted:
+            raise CimsplitError("--allow-unpredicted needs --host-model", hint="pass --host-model board.json")
+        return None
+    if host_profile is not None:
+        raise CimsplitError("--host-model and --host-profile both give the host latencies; pass one of them",
+                            hint="--host-model predicts from a calibration, --host-profile reads a measured profile")
+    return predicted_profile(loaded, HostModel.load(host_model), allow_unpredicted=allow_unpredicted, measured=profile_here)
+
+
+def _stats(median_ns: float, op_type: str = "") -> dict[str, Any]:
+    return {"op_type": op_type, "median_ns": median_ns, "p10_ns": median_ns, "p90_ns": median_ns, "samples": 0}
+

@@ -1,0 +1,135 @@
+"""`--host-model`: compile with host latencies predicted from a small hand-written calibration.
+
+The calibration is written by hand with exact coefficients, so every predicted
+T_host is a hand-computed number:
+
+  x[1,3,8,8] -> Conv 3x3 pad 1 (4 out) -> Relu -> Flatten -> Gemm transB=1 (10 x 256) -> y[1,10]
+
+  Conv (relative-linear 1000 + 1 ns/MAC): M_v 4, N_v 27, N_mvm 64 -> 1000 + 6912 = 7912 ns,
+       plus its fused Relu (100 + 1 ns/output element, 256 elements) = 356 ns -> 8268 ns
+  Flatten (100 + 1 ns per output element, 256)                          -> 356 ns
+  Gemm (relative-linear 1000 + 1 ns/MAC): 10 x 256 x 1                  -> 3560 ns
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnxruntime as ort
+import pytest
+from graphs import clean_cnn, save
+
+from cimsplit.cli import main
+from cimsplit.compiler.host_model import HostModel, KindFit
+
+EXPECTED_NS = {"Conv": 8268.0, "Flatten": 356.0, "Gemm": 3560.0}
+
+
+def _fit(kind: str, method: str, coefficients: tuple[float, ...]) -> KindFit:
+    return KindFit(kind, method, coefficients, 10, 0.0, {method: 0.0}, {})
+
+
+def write_calibration(path: Path, *, ort_version: str = ort.__version__, kinds: tuple[str, ...] = ("Conv", "Relu", "Flatten", "Gemm")) -> Path:
+    fits = {
+        "Conv": _fit("Conv", "relative-linear", (1000.0, 1.0, 0.0, 0.0, 0.0)),
+        "Gemm": _fit("Gemm", "relative-linear", (1000.0, 1.0, 0.0, 0.0, 0.0)),
+        "Relu": _fit("Relu", "relative-elements", (100.0, 0.0, 1.0)),
+        "Flatten": _fit("Flatten", "relative-elements", (100.0, 0.0, 1.0)),
+    }
+    model = HostModel(ort_version=ort_version, cpu="test board", machine={"machine": "test"}, threads=1, level="off",
+                      int8=False, fits={k: fits[k] for k in kinds}, campaign={"created": "2026-01-01T00:00:00Z"})
+    model.save(path)
+    return path
+
+
+def _costs(capsys, *argv: str) -> dict:
+    assert main(["costs", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_costs_are_the_hand_computed_predictions(tmp_path: Path, capsys) -> None:
+    model = save(clean_cnn(), tmp_path)
+    board = write_calibration(tmp_path / "board.json")
+    costs = _costs(capsys, str(model), "--host-model", str(board))
+    assert {op["op_type"]: op["t_host_ns"] for op in costs["operators"]} == EXPECTED_NS
+    assert costs["host_profile"]["predicted"] is True
+    assert costs["host_profile"]["calibration"]["calibration"] == str(board)
+
+
+def test_compile_records_predicted_costs_in_the_plan(tmp_path: Path, capsys) -> None:
+    model = save(clean_cnn(), tmp_path)
+    board = write_calibration(tmp_path / "board.json")
+    out = tmp_path / "out"
+    assert main(["compile", str(model), "-o", str(out), "--host-model", str(board), "--crossbars", "4"]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["host_costs"]["predicted"] is True
+    assert plan["host_costs"]["calibration"]["cpu"] == "test board"
+    assert plan["cpu_only_ns"] == sum(EXPECTED_NS.values())
+    assert plan["model_latency_ort_all_ns"] is None  # predicted, not measured
+
+
+def test_the_hardware_toml_names_the_host_model(tmp_path: Path, capsys) -> None:
+    model = save(clean_cnn(), tmp_path)
+    write_calibration(tmp_path / "board.json")
+    toml = tmp_path / "board.toml"
+    toml.write_text('host_model = "board.json"\n')
+    costs = _costs(capsys, str(model), "--hw", str(toml))
+    assert {op["op_type"]: op["t_host_ns"] for op in costs["operators"]} == EXPECTED_NS
+
+
+def _error(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    return err
+
+
+def test_host_model_and_host_profile_together_are_an_error(tmp_path: Path, capsys) -> None:
+    model = save(clean_cnn(), tmp_path)
+    board = write_calibration(tmp_path / "board.json")
+    err = _error(capsys, ["costs", str(model), "--host-model", str(board), "--host-profile", str(tmp_path / "p.json")])
+    assert "--host-model and --host-profile" in err
+    toml = tmp_path / "both.toml"
+    toml.write_text('host_model = "board.json"\nhost_profile = "p.json"\n')
+    assert "both host_profile and host_model" in _error(capsys, ["costs", str(model), "--hw", str(toml)])
+
+
+def test_a_calibration_of_another_onnxruntime_is_an_error(tmp_path: Path, capsys) -> None:
+    model = save(clean_cnn(), tmp_path)
+    board = write_calibration(tmp_path / "board.json", ort_version="0.0.1")
+    err = _error(capsys, ["costs", str(model), "--host-model", str(board)])
+    assert "onnxruntime 0.0.1" in err and ort.__version__ in err
+
+
+def test_an_uncovered_kind_is_named(tmp_path: Path, capsys) -> None:
+    model = save(clean_cnn(), tmp_path)
+    board = write_calibration(tmp_path / "board.json", kinds=("Conv", "Relu", "Gemm"))
+    err = _error(capsys, ["costs", str(model), "--host-model", str(board)])
+    assert "'Flatten'" in err and "--allow-unpredicted" in err
+
+
+def test_allow_unpredicted_profiles_the_rest_here(tmp_path: Path, capsys) -> None:
+    model = save(clean_cnn(), tmp_path)
+    board = write_calibration(tmp_path / "board.json", kinds=("Conv", "Relu", "Gemm"))
+    assert main(["costs", str(model), "--host-model", str(board), "--allow-unpredicted", "--json"]) == 0
+    captured = capsys.readouterr()
+    costs = json.loads(captured.out)
+    by_type = {op["op_type"]: op["t_host_ns"] for op in costs["operators"]}
+    assert by_type["Conv"] == EXPECTED_NS["Conv"] and by_type["Gemm"] == EXPECTED_NS["Gemm"]
+    assert costs["host_profile"]["unpredicted"] == [op["name"] for op in costs["operators"] if op["op_type"] == "Flatten"]
+    assert "warning:" in captured.err and "Flatten" in captured.err
+
+
+def test_calibrate_refuses_an_existing_file(tmp_path: Path, capsys) -> None:
+    board = tmp_path / "board.json"
+    board.write_text("{}")
+    assert "already exists" in _error(capsys, ["calibrate", "-o", str(board)])
+    assert board.read_text() == "{}"
+
+
+@pytest.mark.slow
+def test_a_tiny_calibration_runs(tmp_path: Path, capsys) -> None:
+    board = tmp_path / "board.json"
+    assert main(["calibrate", "-o", str(board), "--budget-s", "3", "--runs", "1", "--warmup", "0", "--no-progress"]) == 0
+    assert HostModel.load(board).fits

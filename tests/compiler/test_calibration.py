@@ -1,0 +1,74 @@
+"""The calibration grid: fixed, covering every kind early, and free of the zoo models' GEMM shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+from cimsplit.compiler.calibration import ELEMENT_OPS, build_point, gemm_descriptors, grid
+from cimsplit.compiler.frontend import load
+from cimsplit.compiler.host_model import operator_features, operator_kind
+
+ZOO_SHAPES = Path(__file__).with_name("zoo_gemm_shapes.json")
+
+
+def _zoo_shapes() -> set[tuple[int, int, int]]:
+    return {tuple(s) for s in json.loads(ZOO_SHAPES.read_text())["shapes"]}
+
+
+def test_grid_is_deterministic() -> None:
+    assert grid() == grid()
+    assert grid(int8=True) == grid(int8=True)
+    assert grid(seed=1) != grid()
+    assert len(grid(int8=True)) == 2 * len(grid())
+
+
+def test_every_kind_comes_early() -> None:
+    kinds = {"Conv", "Conv-depthwise", "Gemm", *ELEMENT_OPS}
+    first = grid()[: 4 * len(kinds)]
+    assert {p.kind for p in first} == kinds
+    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == kinds | {f"int8:{k}" for k in kinds}
+
+
+def test_zoo_shapes_are_held_out() -> None:
+    zoo = _zoo_shapes()
+    assert len(zoo) == 86
+    shapes = {gemm_descriptors(p) for p in grid(int8=True)} - {None}
+    assert shapes and not shapes & zoo
+
+
+def test_held_out_shapes_are_dropped() -> None:
+    point = next(p for p in grid() if p.kind == "Conv")
+    kept = grid(held_out=[gemm_descriptors(point)])
+    assert point not in kept and len(kept) == len(grid()) - 1
+
+
+@pytest.mark.parametrize("index", range(0, 40, 3))
+def test_points_lower_to_their_descriptors(tmp_path: Path, index: int) -> None:
+    """The front end sees each micro-model as one operator of the point's kind, with the grid's GEMM shape."""
+    point = grid()[index]
+    path = tmp_path / "point.onnx"
+    model = build_point(point)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
+    loaded = load(path)
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    (op,) = [op for op in loaded.workload.operators if operator_kind(op, types) == point.kind]
+    features = operator_features(op)
+    if gemm_descriptors(point) is not None:
+        assert (features["m"], features["n"], features["n_mvm"]) == gemm_descriptors(point)
+
+
+@pytest.mark.slow
+def test_zoo_shape_fixture_is_current(tmp_path: Path) -> None:
+    from cimsplit.models import zoo
+
+    shapes = set()
+    for name in ("resnet18", "resnet50", "mobilenet_v2", "yolov5n"):
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(zoo.build(name), path)
+        shapes |= {(op.m, op.n, op.n_mvm) for op in load(path).workload.operators if op.m is not None}
+    assert shapes == _zoo_shapes()

@@ -1,0 +1,108 @@
+"""Host latency predictors: the fits recover known coefficients from synthetic timings (no measuring)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from cimsplit.compiler.calibration import GridPoint, fitted_model, gemm_descriptors, grid
+from cimsplit.compiler.host_model import HostModel, KindFit, Sample, fit_kind, operator_kind, solve
+from cimsplit.compiler.workload import Operator
+from cimsplit.errors import CimsplitError
+
+
+def _conv_features() -> list[dict[str, float]]:
+    """Descriptors of the first 60 float Conv grid points (n_in, n_out as the front end counts them)."""
+    features = []
+    for point in [p for p in grid() if p.kind == "Conv"][:60]:
+        m, n, n_mvm = gemm_descriptors(point)
+        c_in, h = point.get("c_in"), point.get("h")
+        features.append({"m": m, "n": n, "n_mvm": n_mvm, "k": point.get("k"), "n_in": c_in * h * h, "n_out": m * n_mvm})
+    return features
+
+
+def test_relative_linear_recovers_its_coefficients() -> None:
+    features = _conv_features()
+    truth = np.array([5000.0, 0.2, 1.5, 0.5, 0.1])  # ns, ns/MAC, ns/input, ns/output, ns/weight
+    t = [truth @ [1, f["m"] * f["n"] * f["n_mvm"], f["n_in"], f["n_out"], f["m"] * f["n"]] for f in features]
+    np.testing.assert_allclose(solve("relative-linear", features, t), truth, rtol=1e-6)
+
+
+def test_pipeit_linear_recovers_its_coefficients() -> None:
+    features = _conv_features()
+    truth = np.array([3000.0, 2.0, 5.0, 7.0, 0.01, 0.02, 0.03])  # 1, N, K, M, NK, KM, NM
+    t = [truth @ [1, f["n_mvm"], f["n"], f["m"], f["n_mvm"] * f["n"], f["n"] * f["m"], f["n_mvm"] * f["m"]]
+         for f in features]
+    np.testing.assert_allclose(solve("pipeit", features, t), truth, rtol=1e-6)
+
+
+def test_log_linear_recovers_a_power_law() -> None:
+    features = [{"n_in": float(c * h * h), "n_out": float(c * h * h // s)} for c in (16, 40, 88) for h in (10, 18, 36)
+                for s in (1, 4)]
+    t = [math.exp(2.0) * f["n_in"] ** 0.9 * f["n_out"] ** 0.1 for f in features]
+    np.testing.assert_allclose(solve("log-linear", features, t), [2.0, 0.9, 0.1], rtol=1e-9, atol=1e-9)
+
+
+def test_cross_validation_picks_the_method_that_generated_the_timings() -> None:
+    features = _conv_features()
+    # A power law with unequal exponents: exact in log space, not linear in any product of N, K, M.
+    t = [3.0 * f["m"] ** 0.9 * f["n"] ** 1.1 * f["n_mvm"] ** 0.95 for f in features]
+    fit = fit_kind("Conv", [Sample("Conv", f, v) for f, v in zip(features, t)])
+    assert fit is not None and fit.method == "log-quadratic"
+    assert fit.cv_mape["log-quadratic"] < 1e-9 < fit.cv_mape["pipeit"]
+    assert fit.predict_ns({"m": 64, "n": 576, "n_mvm": 3136, "k": 3, "n_in": 200704, "n_out": 200704}) == pytest.approx(
+        3.0 * 64 ** 0.9 * 576 ** 1.1 * 3136 ** 0.95, rel=1e-9)
+
+
+def test_too_few_samples_fall_back_to_the_smallest_fit() -> None:
+    samples = [Sample("Relu", {"n_in": n, "n_out": n}, 100 + 2 * n) for n in (1000.0, 4000.0, 9000.0)]
+    fit = fit_kind("Relu", samples)
+    assert fit is not None and fit.method in ("log-linear", "relative-elements")
+    assert all(v is None for v in fit.cv_mape.values())
+
+
+def _op(m: int | None, n: int | None, n_mvm: int | None, weight: tuple[int, ...] | None, n_out: int,
+        nodes: tuple[str, ...] = ("a",), op_type: str = "Conv") -> Operator:
+    return Operator("a", op_type, nodes, m is not None, None, m, n, n_mvm, 1, 100, n_out, weight_shape=weight)
+
+
+def test_operator_kinds() -> None:
+    types = {"a": "Conv", "q": "QuantizeLinear", "r": "Relu"}
+    assert operator_kind(_op(64, 576, 3136, (64, 64, 3, 3), 64 * 3136), types) == "Conv"
+    # depthwise: C = 32 groups of one channel, N_mvm = H W g = 14*14*32, N_out = 32*14*14
+    assert operator_kind(_op(32, 9, 14 * 14 * 32, (32, 1, 3, 3), 32 * 196), types) == "Conv-depthwise"
+    assert operator_kind(_op(32, 9, 14 * 14 * 32, (32, 1, 3, 3), 32 * 196, ("a", "q", "r")), types) == "int8:Conv-depthwise"
+    assert operator_kind(_op(1000, 512, 1, (512, 1000), 1000, op_type="Gemm"), {"a": "Gemm"}) == "Gemm"
+    assert operator_kind(_op(None, None, None, None, 100, op_type="MaxPool"), {"a": "MaxPool"}) == "MaxPool"
+
+
+def test_save_load_round_trip(tmp_path) -> None:
+    samples = [Sample("Relu", {"n_in": n, "n_out": n}, 100 + 2 * n) for n in (1e3, 4e3, 9e3, 2e4, 5e4, 1e5, 3e5, 7e5)]
+    model = fitted_model(samples, threads=1, int8=False, campaign={"budget_s": 1.0}, level="off")
+    path = tmp_path / "board.json"
+    model.save(path)
+    loaded = HostModel.load(path)
+    assert loaded.fits == model.fits and loaded.samples == model.samples and loaded.source == str(path)
+    assert loaded.fits["Relu"].predict_ns({"n_in": 1e4, "n_out": 1e4}) == pytest.approx(20100, rel=1e-6)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "is not JSON"),
+    ('{"format": "something else"}', "is not a cimsplit calibration"),
+    ('{"format": "cimsplit-host-model", "format_version": 99}', "format version 99"),
+    ('{"format": "cimsplit-host-model", "format_version": 1, "kinds": {}}', "is malformed"),
+])
+def test_bad_files_are_one_clear_error(tmp_path, text: str, message: str) -> None:
+    path = tmp_path / "board.json"
+    path.write_text(text)
+    with pytest.raises(CimsplitError, match=message):
+        HostModel.load(path)
+
+
+def test_kind_fit_dict_round_trip() -> None:
+    fit = KindFit("Relu", "relative-elements", (100.0, 0.0, 1.0), 3, 0.0, {"log-linear": None}, {"n_in": (1.0, 2.0)})
+    assert KindFit.from_dict("Relu", json.loads(json.dumps(fit.to_dict()))) == fit
+    assert GridPoint("Relu", (("c", 16), ("h", 10))).get("h") == 10
