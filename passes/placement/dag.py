@@ -6,12 +6,15 @@ topological order (every edge goes from a lower to a higher index).
 
 from __future__ import annotations
 
+import numpy as np
+
 from cimsplit.passes.placement.problem import PlacementProblem
 
 __all__ = [
     "ancestors",
     "descendants",
     "incomparable_pairs",
+    "bit_matrix",
     "min_duration_ns",
     "release_ns",
     "tail_ns",
@@ -36,16 +39,25 @@ def descendants(problem: PlacementProblem) -> list[int]:
 
 
 def incomparable_pairs(problem: PlacementProblem) -> list[tuple[int, int]]:
-    """The set P of eq. 10: pairs u < v with no path between them in either direction."""
-    anc = ancestors(problem)
-    desc = descendants(problem)
-    pairs = []
-    for u in range(problem.n):
-        related = anc[u] | desc[u]
-        for v in range(u + 1, problem.n):
-            if not (related >> v) & 1:
-                pairs.append((u, v))
-    return pairs
+    """The set P of eq. 10: pairs u < v with no path between them in either direction (row-major order)."""
+    n = problem.n
+    if n < 2:
+        return []
+    related = bit_matrix(ancestors(problem), n) | bit_matrix(descendants(problem), n)
+    free = ~related & np.triu(np.ones((n, n), dtype=bool), k=1)
+    return [(int(u), int(v)) for u, v in np.argwhere(free)]
+
+
+def bit_matrix(bitsets: list[int], n: int) -> np.ndarray:
+    """Bitsets (Python ints over n bits) as an n x n bool matrix: row i, column j is bit j of bitsets[i].
+
+    One C-speed conversion per row instead of a Python loop per bit: the closure
+    of a 5,000-operator chain has 12.5 million bits.
+    """
+    width = (n + 7) // 8
+    data = b"".join(bits.to_bytes(width, "little") for bits in bitsets)
+    packed = np.frombuffer(data, dtype=np.uint8).reshape(len(bitsets), width)
+    return np.unpackbits(packed, axis=1, count=n, bitorder="little").astype(bool)
 
 
 def min_duration_ns(problem: PlacementProblem, v: int) -> float:

@@ -39,13 +39,7 @@ class Sequencer:
         # descendants as bitmasks (and a 0/1 matrix for the "host work below" rule)
         desc = dag.descendants(problem)
         self.desc = desc
-        self.desc_matrix = np.zeros((n, n))
-        for u in range(n):
-            m = desc[u]
-            while m:
-                low = m & -m
-                self.desc_matrix[u, low.bit_length() - 1] = 1.0
-                m ^= low
+        self.desc_matrix = dag.bit_matrix(desc, n).astype(float)
         self.work = n + len(problem.edges)
 
     def durations(self, on_host: Sequence[bool]) -> list[float]:

@@ -331,17 +331,20 @@ class _Formulation:
         """The host-load cut and its ancestor/descendant forms (see :func:`build_milp`)."""
         n, b, x, host = self.problem.n, self.b, self.x, self.host
         b.row([(self.t_col, 1.0)] + [(x[v], -host[v]) for v in range(n)], 0.0)  # host-load cut
-        anc = dag.ancestors(self.problem)
-        desc = dag.descendants(self.problem)
+        # x_u is fixed to 1 outside V_acc: those operators' host time is a constant of the row, so a
+        # row has one term per CIM-capable member (a long chain of host operators made them dense).
+        capable = np.array(self.capable, dtype=bool)
+        forced = np.where(capable, 0.0, np.array(host, dtype=float))
+        anc = dag.bit_matrix(dag.ancestors(self.problem), n)
+        desc = dag.bit_matrix(dag.descendants(self.problem), n)
         for v in range(n):
-            members = [u for u in range(v) if (anc[v] >> u) & 1]
-            if len(members) >= 2:
-                b.row([(self.s[v], 1.0)] + [(x[u], -host[u]) for u in members], 0.0)
-            members = [w for w in range(v + 1, n) if (desc[v] >> w) & 1]
-            if len(members) >= 2:
+            if anc[v].sum() >= 2:
+                free = [(x[int(u)], -host[int(u)]) for u in np.flatnonzero(anc[v] & capable)]
+                b.row([(self.s[v], 1.0)] + free, float(forced[anc[v]].sum()))
+            if desc[v].sum() >= 2:
+                free = [(x[int(w)], -host[int(w)]) for w in np.flatnonzero(desc[v] & capable)]
                 f_terms, f_const = self.finish(v)
-                terms = [(self.t_col, 1.0)] + [(c, -k) for c, k in f_terms] + [(x[w], -host[w]) for w in members]
-                b.row(terms, f_const)
+                b.row([(self.t_col, 1.0)] + [(c, -k) for c, k in f_terms] + free, f_const + float(forced[desc[v]].sum()))
 
     def model(self) -> MilpModel:
         b = self.b
