@@ -6,8 +6,8 @@
 A chain is one Conv then alternating Relu / Add (a bias), the shape of the
 620 s case of issue 13; a random DAG joins each node to one or two random
 earlier tensors (Add of two, or Relu / Conv of one).  Every compile runs the
-CLI's stages in process: load (read, simplify, workload), host profile, costs,
-placement, artefacts (annotate, split, plan), write.  The host profile is a
+pipeline's stages in process (passes.pipeline): load (read, simplify, workload),
+host profile, costs, placement, artefacts (annotate, split, plan), write.  The host profile is a
 synthetic one (1 us per node) unless ``--profile-stages`` measures it
 on this machine, so the figure is the compiler's own time.  Printed: total
 seconds, each stage's share, and the ratio to the smallest size of the same
@@ -97,14 +97,12 @@ def synthetic_profile(loaded):
 
 
 def compile_stages(path: Path, out: Path, time_limit_s: float, measure_profile: bool) -> dict[str, float]:
-    """The compile command's stages, each timed (seconds)."""
-    from cimsplit.compiler.costs import build_costs
-    from cimsplit.compiler.frontend import load
+    """The pipeline's stages (passes.pipeline), each timed in seconds; the host profile timed on its own."""
+    from cimsplit.compiler.frontend import ModelSpec
     from cimsplit.compiler.hardware import load_hardware
     from cimsplit.compiler.host_profile import profile_model
-    from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
-    from cimsplit.passes.emit.report import result_to_json
-    from cimsplit.passes.placement.driver import place, problem_from_costs
+    from cimsplit.passes.emit.artifacts import write_artifacts
+    from cimsplit.passes.pipeline import _REWRITE, CompileOptions, cost_model, load_model, place_model, run_stages
     from cimsplit.passes.placement.options import SolveOptions
 
     times: dict[str, float] = {}
@@ -117,16 +115,17 @@ def compile_stages(path: Path, out: Path, time_limit_s: float, measure_profile: 
         clock = now
 
     hardware = load_hardware("x86", crossbars=100)
-    loaded = load(path)
+    spec = ModelSpec(str(path))
+    loaded = load_model(spec, hardware)
     lap("load")
     profile = profile_model(loaded, runs=1, warmup=0, progress=False) if measure_profile else synthetic_profile(loaded)
     lap("profile")
-    costs = build_costs(loaded.workload, hardware, profile)
+    options = CompileOptions(solve=SolveOptions(time_limit_s=time_limit_s), host_profile=profile)
+    costed = cost_model(spec, hardware, options, loaded=loaded)
     lap("costs")
-    result = place(problem_from_costs(loaded.workload, costs), SolveOptions(time_limit_s=time_limit_s))
+    placed = place_model(costed, options)
     lap("place")
-    artifacts = build_artifacts(loaded.model, loaded.workload, result, hardware, model_path=str(path),
-                                fingerprint=loaded.fingerprint, report=result_to_json(result, loaded.workload, costs, profile=profile))
+    artifacts = run_stages(_REWRITE, placed, done=["load", "costs", "placement"])
     lap("artifacts")
     write_artifacts(out, artifacts, force=True)
     lap("write")
