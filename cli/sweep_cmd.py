@@ -63,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     grid.add_argument("--mvm-latency", metavar="LIST|A:B:S", help="MVM latencies, e.g. 50,100,500,1000ns or 50:1000:50ns (default 50,100,500,1000ns)")
     grid.add_argument("--host-profile", metavar="HW=FILE", action="append", default=[],
                       help="host profile for host HW (a FILE from `cimsplit profile`, or a DIR of MODEL.json); repeatable")
+    grid.add_argument("--host-model", metavar="HW=FILE", action="append", default=[],
+                      help="predict host HW's latencies from a calibration (`cimsplit calibrate`); repeatable")
     model = parser.add_argument_group("models")
     model.add_argument("--input-shape", metavar="NAME=D0,D1,...", action="append", default=[],
                        help="fix the shape of a graph input of the model files (repeatable)")
@@ -79,12 +81,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _host_profiles(items: list[str]) -> dict[str, str]:
+def _host_profiles(items: list[str], flag: str = "--host-profile") -> dict[str, str]:
     profiles: dict[str, str] = {}
     for item in items:
         host, sep, path = item.partition("=")
         if not sep or not host or not path:
-            raise CimsplitError(f"cannot read --host-profile {item!r}", hint="write HW=FILE, e.g. --host-profile arm=arm_resnet18.json")
+            raise CimsplitError(f"cannot read {flag} {item!r}", hint=f"write HW=FILE, e.g. {flag} arm=arm.json")
         profiles[host] = path
     return profiles
 
@@ -115,7 +117,8 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     latencies = parse_time_values(args.mvm_latency) if args.mvm_latency else PAPER_MVM_LATENCIES_NS
     return SweepSpec(
         models=models, hosts=hosts, crossbars=crossbars, mvm_latencies_ns=latencies,
-        host_profiles=_host_profiles(args.host_profile), input_shapes=parse_input_shapes(args.input_shape),
+        host_profiles=_host_profiles(args.host_profile),
+        host_models=_host_profiles(getattr(args, "host_model", []), "--host-model"), input_shapes=parse_input_shapes(args.input_shape),
         image_size=args.image_size, int8=args.int8 or (args.paper and not args.float), solver=solve.solver,
         time_limit_s=solve.time_limit_s, mip_gap=solve.mip_gap, plain=solve.plain, paper_exact=args.paper_exact,
     )

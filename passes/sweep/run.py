@@ -55,6 +55,8 @@ class SweepSpec:
     mvm_latencies_ns: tuple[float, ...] = PAPER_MVM_LATENCIES_NS
     host_profiles: Mapping[str, str] = field(default_factory=dict)
     """Host label (or spec) -> profile JSON file, or a folder of ``<model>.json``."""
+    host_models: Mapping[str, str] = field(default_factory=dict)
+    """Host label (or spec) -> calibration JSON (``--host-model``); excludes a profile for that host."""
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     image_size: int | None = None
     """Input side of zoo models (None: the model's default)."""
@@ -75,6 +77,8 @@ class HostSpec:
     profile: str | None
     """Profile file or folder; None with ``this_machine`` means profile here."""
     this_machine: bool
+    model: str | None = None
+    """Calibration (`cimsplit calibrate`) to predict host latencies from, instead of a profile."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,8 @@ def resolve_models(entries: Sequence[str], out_dir: Path, image_size: int | None
     return models
 
 
-def resolve_hosts(specs: Sequence[str], host_profiles: Mapping[str, str]) -> list[HostSpec]:
+def resolve_hosts(specs: Sequence[str], host_profiles: Mapping[str, str],
+                  host_models: Mapping[str, str] | None = None) -> list[HostSpec]:
     """Check every ``--hw`` value now (a typo fails before any work) and find its profile."""
     from cimsplit.compiler.hardware import PRESETS, load_hardware
 
@@ -139,10 +144,16 @@ def resolve_hosts(specs: Sequence[str], host_profiles: Mapping[str, str]) -> lis
         label = spec if spec in PRESETS else Path(spec).stem
         if label in {h.label for h in hosts}:
             raise CimsplitError(f"host {label!r} is given twice", hint="list every --hw value once")
-        profile = host_profiles.get(label) or host_profiles.get(spec) or base.host_profile
-        hosts.append(HostSpec(label, spec, str(profile) if profile else None, profile is None and spec == THIS_MACHINE))
+        given = host_profiles.get(label) or host_profiles.get(spec)
+        model = (host_models or {}).get(label) or (host_models or {}).get(spec)
+        if given and model:
+            raise CimsplitError(f"host {label!r} has both --host-model and --host-profile; pass one of them")
+        profile = given or (None if model else base.host_profile)
+        model = model or (None if given else base.host_model)
+        hosts.append(HostSpec(label, spec, str(profile) if profile else None,
+                              profile is None and model is None and spec == THIS_MACHINE, str(model) if model else None))
         known.update((label, spec))
-    stray = sorted(set(host_profiles) - known)
+    stray = sorted((set(host_profiles) | set(host_models or {})) - known)
     if stray:
         raise CimsplitError(f"--host-profile names host {stray[0]!r}, which is not in --hw", hint=f"hosts: {', '.join(h.label for h in hosts)}")
     return hosts
@@ -151,6 +162,11 @@ def resolve_hosts(specs: Sequence[str], host_profiles: Mapping[str, str]) -> lis
 def _host_profile(host: HostSpec, model_label: str, loaded: Any) -> Any:
     from cimsplit.compiler.host_profile import HostProfile, cached_profile, check_fingerprint
 
+    if host.model is not None:
+        from cimsplit.compiler.host_model import HostModel
+        from cimsplit.compiler.host_prediction import predicted_profile
+
+        return predicted_profile(loaded, HostModel.load(host.model))
     if host.profile is not None:
         path = Path(host.profile)
         profile = HostProfile.load(path / f"{model_label}.json" if path.is_dir() else path)
@@ -207,7 +223,7 @@ def build_tasks(
                 continue
             references[(model_label, host.label)] = {
                 "cpu": profile.cpu,
-                "profile": host.profile or "profiled on this machine",
+                "profile": host.profile or (f"predicted by {host.model}" if host.model else "profiled on this machine"),
                 "ort_all_optimizations_ns": profile.model_median_ns.get("optimizations_all"),
             }
             options = CompileOptions(paper_exact=spec.paper_exact, host_profile=profile)
@@ -231,6 +247,7 @@ def _manifest(
     settings["hosts"] = {h.label: {"spec": h.spec, "profile": h.profile or ("this machine" if h.this_machine else None)} for h in hosts}
     settings["input_shapes"] = {k: list(v) for k, v in sorted(spec.input_shapes.items())}
     settings["host_profiles"] = dict(sorted(spec.host_profiles.items()))
+    settings["host_models"] = dict(sorted(spec.host_models.items()))
     settings["grid"] = {"points": len(grid), **{k: list(v) for k, v in asdict(grid).items()}}
     settings["host_references"] = {f"{model}@{host}": ref for (model, host), ref in references.items()}
     return json.dumps(settings, indent=1) + "\n"
@@ -264,7 +281,7 @@ def run_sweep(
     if not spec.models:
         raise CimsplitError("no model to sweep", hint="pass ONNX files or zoo names, or --paper")
     models = resolve_models(spec.models, out_dir, spec.image_size, spec.int8)
-    hosts = resolve_hosts(spec.hosts, spec.host_profiles)
+    hosts = resolve_hosts(spec.hosts, spec.host_profiles, spec.host_models)
     grid = SweepGrid(tuple(models), tuple(h.label for h in hosts), tuple(spec.crossbars), tuple(spec.mvm_latencies_ns))
     if not len(grid):
         raise CimsplitError("the sweep grid is empty", hint="give at least one crossbar count and one MVM latency")

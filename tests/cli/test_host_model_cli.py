@@ -22,6 +22,7 @@ from graphs import clean_cnn, save
 
 from cimsplit.cli import main
 from cimsplit.compiler.host_model import HostModel, KindFit
+from cimsplit.passes.sweep.store import read_results
 
 EXPECTED_NS = {"Conv": 8268.0, "Flatten": 356.0, "Gemm": 3560.0}
 
@@ -126,6 +127,20 @@ def test_calibrate_refuses_an_existing_file(tmp_path: Path, capsys) -> None:
     board.write_text("{}")
     assert "already exists" in _error(capsys, ["calibrate", "-o", str(board)])
     assert board.read_text() == "{}"
+
+
+def test_a_sweep_predicts_host_latencies_from_a_calibration(tmp_path: Path, capsys) -> None:
+    """`sweep --host-model x86=board.json`: the CPU-only sum is the hand-computed prediction."""
+    model = save(clean_cnn(), tmp_path)
+    board = write_calibration(tmp_path / "board.json")
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(model), "--host-model", f"x86={board}", "--crossbars", "4", "--mvm-latency", "50ns",
+                 "-o", str(out), "--workers", "1", "--no-plots"]) == 0
+    capsys.readouterr()
+    (row,) = read_results(out)
+    assert row["cpu_only_ns"] == sum(EXPECTED_NS.values())
+    assert _error(capsys, ["sweep", str(model), "--host-model", f"x86={board}", "--host-profile", f"x86={board}",
+                           "-o", str(tmp_path / "s2"), "--workers", "1", "--no-plots"]).count("--host-model") == 1
 
 
 @pytest.mark.slow
