@@ -116,13 +116,14 @@ def _element_points(op: str, rng: np.random.Generator) -> list[GridPoint]:
 
 def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
     """(M_v, N_v, N_mvm) of a GEMM point as im2col lowers it (None for element-wise points)."""
-    if point.kind == "Conv":
+    kind = point.kind.removeprefix(INT8_PREFIX)
+    if kind == "Conv":
         k, s = point.get("k"), point.get("s")
         return gemm_key(point.get("c_out"), point.get("c_in") * k * k, _out(point.get("h"), k, s) ** 2)
-    if point.kind == "Conv-depthwise":
+    if kind == "Conv-depthwise":
         c, k, s = point.get("c"), point.get("k"), point.get("s")
         return gemm_key(c, k * k, _out(point.get("h"), k, s) ** 2 * c)
-    if point.kind == "Gemm":
+    if kind == "Gemm":
         return gemm_key(point.get("m"), point.get("n"), point.get("b"))
     return None
 

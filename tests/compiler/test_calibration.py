@@ -72,3 +72,10 @@ def test_zoo_shape_fixture_is_current(tmp_path: Path) -> None:
         onnx.save(zoo.build(name), path)
         shapes |= {(op.m, op.n, op.n_mvm) for op in load(path).workload.operators if op.m is not None}
     assert shapes == _zoo_shapes()
+
+
+def test_int8_points_have_the_descriptors_of_their_float_twins() -> None:
+    float_points, int8_points = grid(), [p for p in grid(int8=True) if p.kind.startswith("int8:")]
+    twins = {(p.kind, p.params, p.variant): gemm_descriptors(p) for p in float_points}
+    assert all(gemm_descriptors(p) == twins[(p.kind.removeprefix("int8:"), p.params, p.variant)] for p in int8_points)
+    assert any(gemm_descriptors(p) is not None for p in int8_points)
