@@ -93,7 +93,11 @@ def write_directory_atomically(
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
             os.rmdir(old)
-            os.rename(out_dir, old)
+            try:
+                os.rename(out_dir, old)
+            except OSError as exc:  # a mount point or a busy folder cannot be moved aside
+                raise CimsplitError(f"cannot replace output directory {out_dir}: {exc.strerror or exc}",
+                                    hint="choose another -o DIR") from None
             try:
                 os.rename(tmp, out_dir)
             except BaseException:
