@@ -1,27 +1,39 @@
 """Measure per-node and whole-model host latency with ONNX Runtime (paper IV-A1).
 
 Per-node latencies come from ONNX Runtime's own profiler, not from timing nodes
-one by one: one session with ``enable_profiling`` runs the model ``warmup + runs``
+one by one: a session with ``enable_profiling`` runs the model ``warmup + runs``
 times, ``end_profiling`` writes a Chrome-trace JSON, and every
-``<node>_kernel_time`` event is attributed to the ``model_run`` event that
-contains it.  ORT starts profiling at session creation, so warm-up runs cannot
-be left out of the trace; instead the first ``warmup`` ``model_run`` windows are
-dropped when parsing (the same session is warmed up that is then measured:
-allocator arena, caches and kernel state are those of the recorded runs).
-The trace lives in a temporary folder that is removed afterwards.
+``<node>_kernel_time`` event (category ``Node``, ``dur`` in whole microseconds,
+as onnxruntime's own ``transformers/profile_result_processor.py`` reads them;
+``args.output_type_shape`` lists the kernel's output types in onnxruntime 1.2x-1.3x)
+is attributed to the ``model_run`` event that contains it.  ORT starts profiling at session
+creation, so warm-up runs cannot be left out of the trace; instead the first
+``warmup`` ``model_run`` windows are dropped when parsing (the same session is
+warmed up that is then measured).  Traces live in a temporary folder that is
+removed afterwards.
 
-Graph optimizations are off (``ORT_DISABLE_ALL``) so that ORT's nodes are the
-simplified model's nodes one to one.  ORT reports ``dur`` in whole
-microseconds, so a node's latency has a 1 us resolution (the median over runs
-of integers); nodes ORT does not execute as kernels (Constant, which ORT turns
-into an initializer) are not reported and count 0.
+``level`` is the graph optimization level of the profiled session:
 
-Whole-model medians are measured separately by timing ``session.run`` of two
-more sessions without the profiler, one with optimizations off (the sum the
-ILP sees) and one with ``ORT_ENABLE_ALL`` (what plain onnxruntime gives a
-user).  The three sessions take turns run by run, so that a neighbour's load
-on a shared machine weighs on all three alike instead of on whichever was
-measured while it lasted.
+* ``"all"`` (default): ``ORT_ENABLE_ALL``, the level of the runtime's host
+  partitions, so an int8 QDQ Conv costs the QLinearConv that really runs.  The
+  session saves its optimized graph (``optimized_model_filepath``) and
+  :mod:`kernel_attribution` maps its kernels to the simplified model's nodes;
+  a kernel that does the work of several nodes is split among them in
+  proportion to their times in a second profiled session with optimizations
+  off.
+* ``"off"``: ``ORT_DISABLE_ALL``, ORT's nodes are the simplified model's nodes
+  one to one (for research: what each ONNX node costs on its own).
+
+At both levels a node computed from constants only (a weight's
+DequantizeLinear) that runs is charged to the nodes that read it; one that ORT
+folds costs nothing.  A node's latency has a 1 us resolution at ``off`` (the
+median over runs of integers).
+
+Whole-model medians are measured by timing ``session.run`` of two more
+sessions without the profiler, ``optimizations_off`` and ``optimizations_all``.
+All sessions take turns run by run, so that a neighbour's load on a shared
+machine weighs on all of them alike.  The 1-minute load average is read before
+and after.
 """
 
 from __future__ import annotations
@@ -40,13 +52,15 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 import onnxruntime as ort
+from google.protobuf.message import DecodeError
 from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 from tqdm import tqdm
 
+from cimsplit.compiler.kernel_attribution import Region, attribute_kernels, split_region_times
 from cimsplit.errors import CimsplitError
 from cimsplit.ort_logging import ort_log_severity
 
-__all__ = ["NodeStats", "Measurement", "measure", "random_inputs"]
+__all__ = ["LEVELS", "NodeStats", "Measurement", "measure", "optimized_model", "random_inputs"]
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +68,15 @@ _KERNEL_SUFFIX = "_kernel_time"
 _ORT_ERRORS = tuple(
     cls for cls in vars(_ort_state).values() if isinstance(cls, type) and issubclass(cls, Exception)
 )
-_TIMED_LEVELS = {
-    "optimizations_off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "optimizations_all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+LEVELS = {"off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL, "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+"""Profiling levels: name -> ORT graph optimization level."""
+_TIMED_LEVELS = {"optimizations_off": "off", "optimizations_all": "all"}
+# Element type names of the trace's output_type_shape (ORT's own spelling of the ONNX types).
+_TRACE_TYPES = {
+    "float": onnx.TensorProto.FLOAT, "double": onnx.TensorProto.DOUBLE, "float16": onnx.TensorProto.FLOAT16,
+    "uint8": onnx.TensorProto.UINT8, "int8": onnx.TensorProto.INT8, "int16": onnx.TensorProto.INT16,
+    "uint16": onnx.TensorProto.UINT16, "int32": onnx.TensorProto.INT32, "int64": onnx.TensorProto.INT64,
+    "bool": onnx.TensorProto.BOOL,
 }
 
 
@@ -67,7 +87,7 @@ class NodeStats:
     p10_ns: float
     p90_ns: float
     samples: int
-    """Recorded runs in which ORT reported the node (0: never executed as a kernel)."""
+    """Recorded runs in which the node was charged kernel time (0: ORT never ran anything for it)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,12 @@ class Measurement:
     nodes: dict[str, NodeStats]
     model_median_ns: dict[str, float]
     """``optimizations_off`` and ``optimizations_all``."""
+    level: str = "all"
+    """The profiled optimization level (a key of LEVELS)."""
+    load_average_before: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    load_average_after: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    kernels: int = 0
+    """Kernels of the graph ORT ran at ``level``."""
 
 
 def measure(
@@ -86,8 +112,9 @@ def measure(
     threads: int = 1,
     seed: int = 0,
     progress: bool | None = None,
+    level: str = "all",
 ) -> Measurement:
-    """Profile every node of ``model`` and time the whole model (see module docstring).
+    """Profile every node of ``model`` at ``level`` and time the whole model (see module docstring).
 
     ``progress``: ``None`` shows a tqdm bar on stderr only when it is a terminal,
     ``False`` never, ``True`` always.
@@ -98,20 +125,29 @@ def measure(
         raise CimsplitError(f"warm-up runs must be zero or more, not {warmup}", hint="e.g. --warmup 5")
     if threads < 1:
         raise CimsplitError(f"threads must be at least 1, not {threads}", hint="e.g. --threads 1")
+    if level not in LEVELS:
+        raise CimsplitError(f"unknown profiling level {level!r}", hint=f"use one of {', '.join(LEVELS)}")
     feeds = random_inputs(model, input_shapes or {}, seed)
     payload = model.SerializeToString()
+    load_before = _load_average()
     folder = tempfile.mkdtemp(prefix="cimsplit-profile-")
     try:
-        options = _options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, threads)
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(folder, "ort")
-        profiled = _session(payload, options)
-        timed = {key: _session(payload, _options(level, threads)) for key, level in _TIMED_LEVELS.items()}
+        profiled: dict[str, ort.InferenceSession] = {}
+        for key in dict.fromkeys(("off", level)):
+            options = _options(LEVELS[key], threads)
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(folder, f"ort-{key}")
+            # Even with optimizations off ORT rewrites QDQ graphs (a DequantizeLinear feeding two
+            # consumers is duplicated), so the graph that runs is read back at every level.
+            options.optimized_model_filepath = os.path.join(folder, f"optimized-{key}.onnx")
+            profiled[key] = _session(payload, options)
+        timed = {key: _session(payload, _options(LEVELS[lvl], threads)) for key, lvl in _TIMED_LEVELS.items()}
         times_ns: dict[str, list[int]] = {key: [] for key in timed}
         disable = None if progress is None else not progress
         with tqdm(total=warmup + runs, desc="profiling", unit="run", disable=disable, leave=False) as bar:
             for index in range(warmup + runs):
-                _run(profiled, feeds)
+                for session in profiled.values():
+                    _run(session, feeds)
                 for key, session in timed.items():
                     start = time.perf_counter_ns()
                     _run(session, feeds)
@@ -119,14 +155,34 @@ def measure(
                     if index >= warmup:
                         times_ns[key].append(elapsed)
                 bar.update(1)
-        trace_path = profiled.end_profiling()
-        with open(trace_path, encoding="utf-8") as handle:
-            events = json.load(handle)
+        per_run: dict[str, list[float]] = {}
+        kernels = 0
+        for key, session in profiled.items():  # "off" first: its node times split the fused kernels at "all"
+            with open(session.end_profiling(), encoding="utf-8") as handle:
+                events = json.load(handle)
+            optimized = _load_optimized(os.path.join(folder, f"optimized-{key}.onnx"))
+            regions = attribute_kernels(model, optimized, _trace_types(events, optimized))
+            kernel_runs = _kernel_times_by_run(events, warmup, runs, {node.name for node in optimized.graph.node})
+            weights = {name: float(np.median(values)) for name, values in per_run.items()}
+            per_run, kernels = _node_times_by_run(regions, kernel_runs, runs, weights), len(optimized.graph.node)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    nodes = _node_stats(model, events, runs, warmup)
+    nodes = _node_stats(model, per_run)
     medians = {key: float(np.median(values)) for key, values in times_ns.items()}
-    return Measurement(nodes=nodes, model_median_ns=medians)
+    return Measurement(nodes=nodes, model_median_ns=medians, level=level, load_average_before=load_before,
+                       load_average_after=_load_average(), kernels=kernels)
+
+
+def optimized_model(model: onnx.ModelProto, level: str = "all", threads: int = 1) -> onnx.ModelProto:
+    """The graph ONNX Runtime runs for ``model`` at ``level`` (its kernels are the profiler's nodes)."""
+    folder = tempfile.mkdtemp(prefix="cimsplit-optimized-")
+    try:
+        options = _options(LEVELS[level], threads)
+        options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
+        _session(model.SerializeToString(), options)
+        return _load_optimized(options.optimized_model_filepath)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def random_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
@@ -204,30 +260,79 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _node_stats(model: onnx.ModelProto, events: list[dict], runs: int, warmup: int) -> dict[str, NodeStats]:
-    """Median, p10, p90 over the recorded runs of every main-graph node."""
-    op_types = {node.name: node.op_type for node in model.graph.node}
-    per_run = _kernel_times_by_run(events, warmup, runs, op_types)
-    nodes: dict[str, NodeStats] = {}
-    for name, op_type in op_types.items():
-        samples = per_run.get(name)
-        if not samples:
-            nodes[name] = NodeStats(op_type, 0.0, 0.0, 0.0, 0)
+def _load_average() -> tuple[float, float, float]:
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:  # not every platform has one
+        return (0.0, 0.0, 0.0)
+    return (round(one, 2), round(five, 2), round(fifteen, 2))
+
+
+def _load_optimized(path: str) -> onnx.ModelProto:
+    try:
+        return onnx.load(path, load_external_data=False)
+    except (OSError, ValueError, DecodeError) as exc:
+        raise CimsplitError(f"cannot read the graph onnxruntime optimized: {exc}",
+                            hint="profile with --profile-level off") from None
+
+
+def _trace_types(events: list[dict], optimized: onnx.ModelProto) -> dict[str, int]:
+    """Tensor name -> element type of the optimized graph's outputs, from the kernels' ``output_type_shape``."""
+    outputs = {node.name: list(node.output) for node in optimized.graph.node}
+    types: dict[str, int] = {}
+    for event in events:
+        name = event.get("name", "")
+        if event.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX):
             continue
-        # A node missing from one run but present in others (a branch not taken) costs 0 there.
-        values = np.array([samples.get(run, 0.0) for run in range(runs)], dtype=float)
+        shapes = (event.get("args") or {}).get("output_type_shape")
+        tensors = outputs.get(name[: -len(_KERNEL_SUFFIX)])
+        if not isinstance(shapes, list) or tensors is None:
+            continue
+        for tensor, entry in zip(tensors, shapes):
+            if tensor and isinstance(entry, dict) and len(entry) == 1:
+                kind = _TRACE_TYPES.get(next(iter(entry)))
+                if kind is not None:
+                    types.setdefault(tensor, kind)
+    return types
+
+
+def _node_times_by_run(
+    regions: tuple[Region, ...],
+    kernel_runs: Mapping[str, Mapping[int, float]],
+    runs: int,
+    weights: Mapping[str, float] | None = None,
+) -> dict[str, list[float]]:
+    """node -> its charged ns in each recorded run (kernel times split by :func:`split_region_times`)."""
+    per_run: dict[str, list[float]] = defaultdict(lambda: [0.0] * runs)
+    for run in range(runs):
+        # A kernel missing from one run but present in others (a branch not taken) costs 0 there.
+        kernel_ns = {kernel: samples.get(run, 0.0) for kernel, samples in kernel_runs.items()}
+        for node, value in split_region_times(regions, kernel_ns, weights).items():
+            per_run[node][run] = value
+    return dict(per_run)
+
+
+def _node_stats(model: onnx.ModelProto, per_run: Mapping[str, list[float]]) -> dict[str, NodeStats]:
+    """Median, p10, p90 over the recorded runs of every main-graph node."""
+    nodes: dict[str, NodeStats] = {}
+    for node in model.graph.node:
+        samples = per_run.get(node.name)
+        if not samples or not any(samples):
+            nodes[node.name] = NodeStats(node.op_type, 0.0, 0.0, 0.0, 0)
+            continue
+        values = np.array(samples, dtype=float)
         p10, median, p90 = np.percentile(values, [10, 50, 90])
-        nodes[name] = NodeStats(op_type, float(median), float(p10), float(p90), len(samples))
+        nodes[node.name] = NodeStats(node.op_type, float(median), float(p10), float(p90), int(np.count_nonzero(values)))
     unreported = sorted(name for name, stats in nodes.items() if stats.samples == 0)
     if unreported:
-        log.debug("ORT reported no kernel time for %d node(s), counted as 0: %s", len(unreported), ", ".join(unreported))
+        log.debug("no kernel time for %d node(s), counted as 0: %s", len(unreported), ", ".join(unreported))
     return nodes
 
 
 def _kernel_times_by_run(
-    events: list[dict], warmup: int, runs: int, node_names: Mapping[str, str]
+    events: list[dict], warmup: int, runs: int, kernel_names: set[str] | Mapping[str, object]
 ) -> dict[str, dict[int, float]]:
-    """node name -> {recorded run index -> summed kernel time in ns}, warm-up runs dropped."""
+    """kernel (node) name -> {recorded run index -> summed kernel time in ns}, warm-up runs dropped."""
     windows = sorted(
         (event["ts"], event["ts"] + event["dur"])
         for event in events
@@ -243,7 +348,7 @@ def _kernel_times_by_run(
         if event.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX):
             continue
         node = name[: -len(_KERNEL_SUFFIX)]
-        if node not in node_names:
+        if node not in kernel_names:
             continue  # a node of a subgraph (If/Loop body): its time is inside its parent's
         run = int(np.searchsorted(starts, event["ts"], side="right")) - 1
         if run < 0 or event["ts"] > recorded[run][1]:

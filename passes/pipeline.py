@@ -197,7 +197,8 @@ def _costs(spec: ModelSpec, hardware: Hardware, options: CompileOptions) -> Stag
                                                      host_profile=hardware.host_profile,
                                                      allow_unpredicted=options.allow_unpredicted)
         profile = profile or host_profile_for(loaded, hardware.host_profile)
-        predicted_warnings = tuple(getattr(profile, "warnings", ()))  # kinds the calibration lacks, profiled here
+        # kinds the calibration lacks, profiled here; a suspect measured profile (outside SUM_OVER_MODEL)
+        predicted_warnings = tuple(getattr(profile, "warnings", ()))
         profile, warnings = opaque_latencies(profile, loaded.model, options.op_latencies)
         warnings = (*predicted_warnings, *warnings)
         costs = build_costs(loaded.workload, hardware, profile, paper_exact=options.paper_exact)

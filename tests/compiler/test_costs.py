@@ -67,7 +67,8 @@ def test_conv_and_gemm_at_the_x86_preset():
     assert [(io.operator, io.direction, io.bytes, io.t_transfer_ns) for io in costs.io_transfers] == [
         ("conv", "in", 192, pytest.approx(9.375)), ("gemm", "out", 10, pytest.approx(0.48828125))]
     assert costs.host_profile == {"source": "hand.json", "fingerprint": "fp", "cpu": "hand", "ort_version": "1.0",
-                                  "threads": 1, "runs": 3, "warmup": 1,
+                                  "threads": 1, "runs": 3, "warmup": 1, "level": "all", "sum_over_model": 1.225,
+                                  "load_average_before": None, "load_average_after": None,
                                   "model_median_ns": {"optimizations_off": 25_000.0, "optimizations_all": 20_000.0}}
 
 

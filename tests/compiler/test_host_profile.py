@@ -73,10 +73,12 @@ class Loaded:
 
 @pytest.fixture(scope="module")
 def profile(tmp_path_factory) -> HostProfile:
-    return profile_onnx(tiny_model(), fingerprint="fp-tiny", runs=RUNS, warmup=WARMUP, progress=False)
+    """Optimizations off: ORT's kernels are the nodes one to one."""
+    return profile_onnx(tiny_model(), fingerprint="fp-tiny", runs=RUNS, warmup=WARMUP, progress=False, level="off")
 
 
 def test_every_node_gets_a_latency_with_ordered_percentiles(profile):
+    assert profile.level == "off"
     assert set(profile.nodes) == {"conv", "relu", "k", "mul", "flatten", "matmul"}
     for name in ("conv", "relu", "mul", "flatten", "matmul"):
         stats = profile.nodes[name]
@@ -85,10 +87,24 @@ def test_every_node_gets_a_latency_with_ordered_percentiles(profile):
         assert stats["median_ns"] % 1000 == 0  # ORT reports whole us; the median of 5 runs is one of them
     assert profile.nodes["conv"]["op_type"] == "Conv"
     # ORT turns Constant into an initializer: never reported, counted 0.
-    assert profile.nodes["k"] == {"op_type": "Constant", "median_ns": 0.0, "p10_ns": 0.0, "p90_ns": 0.0, "samples": 0}
+    assert profile.nodes["k"] == {"op_type": "Constant", "median_ns": 0.0, "p10_ns": 0.0, "p90_ns": 0.0, "samples": 0,
+                                  "index": 2}
+    assert [profile.nodes[node.name]["index"] for node in tiny_model().graph.node] == list(range(6))
+    assert len(profile.load_average_before) == 3 and len(profile.load_average_after) == 3
     assert profile.model_median_ns["optimizations_off"] > 0 and profile.model_median_ns["optimizations_all"] > 0
     assert (profile.fingerprint, profile.threads, profile.runs, profile.warmup) == ("fp-tiny", 1, RUNS, WARMUP)
     assert profile.format_version == FORMAT_VERSION and profile.source == PROFILED_HERE
+
+
+def test_all_optimizations_charge_the_fused_kernels_to_the_nodes():
+    """At level all ORT fuses conv + relu; their kernel time is split between them, the Constant still costs 0."""
+    profile = profile_onnx(tiny_model(), fingerprint="fp", runs=RUNS, warmup=WARMUP, progress=False)
+    assert profile.level == "all" and set(profile.nodes) == {"conv", "relu", "k", "mul", "flatten", "matmul"}
+    assert profile.nodes["k"]["median_ns"] == 0.0
+    assert profile.nodes["conv"]["median_ns"] + profile.nodes["relu"]["median_ns"] > 0
+    for stats in profile.nodes.values():
+        assert 0 <= stats["p10_ns"] <= stats["median_ns"] <= stats["p90_ns"] and stats["samples"] <= RUNS
+    assert profile.sum_over_model == profile.sum_of_medians_ns / profile.model_median_ns["optimizations_all"]
 
 
 def test_profiler_removes_its_trace_files(tmp_path, monkeypatch):
@@ -235,3 +251,77 @@ def test_progress_bar_goes_to_stderr_only_when_asked(capsys):
     assert "profiling" in captured.err and captured.out == ""
     profile_onnx(tiny_model(), fingerprint="fp", runs=2, warmup=1, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def hand_profile(medians_ns: dict[str, float], whole_ns: float, **fields) -> HostProfile:
+    """A profile written by hand: node medians in graph order, the whole model at level all."""
+    nodes = {name: {"op_type": "X", "median_ns": ns, "p10_ns": ns, "p90_ns": ns, "samples": 1, "index": index}
+             for index, (name, ns) in enumerate(medians_ns.items())}
+    return HostProfile(format_version=FORMAT_VERSION, fingerprint="fp", ort_version="1", cpu="c", threads=1, runs=1,
+                       warmup=0, nodes=nodes, model_median_ns={"optimizations_off": whole_ns, "optimizations_all": whole_ns},
+                       **fields)
+
+
+def test_a_profile_outside_the_band_warns_with_its_figures():
+    assert hand_profile({"a": 600.0, "b": 400.0}, 1000.0).warnings == ()
+    assert hand_profile({"a": 850.0}, 1000.0).warnings == () and hand_profile({"a": 1150.0}, 1000.0).warnings == ()
+    (warning,) = hand_profile({"a": 1000.0, "b": 500.0}, 1000.0, load_average_before=(3.5, 2.0, 1.0),
+                              load_average_after=(4.25, 2.0, 1.0)).warnings
+    assert "1.50x the whole model's 1 us at optimization level all" in warning
+    assert "expected 0.85-1.15x" in warning and "load average 3.50 before, 4.25 after" in warning
+    assert hand_profile({"a": 1000.0}, 0.0).warnings == ()  # no whole-model figure: nothing to compare
+
+
+def test_format_1_profiles_are_read_as_optimizations_off(tmp_path):
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps({
+        "format_version": 1, "fingerprint": "fp", "ort_version": "1", "cpu": "c", "threads": 1, "runs": 1, "warmup": 0,
+        "seed": 0, "nodes": {"a": {"op_type": "X", "median_ns": 5.0, "p10_ns": 5.0, "p90_ns": 5.0, "samples": 1}},
+        "model_median_ns": {"optimizations_off": 5.0, "optimizations_all": 4.0},
+    }))
+    profile = HostProfile.load(path)
+    assert (profile.level, profile.load_average_before, profile.sum_over_model) == ("off", None, 1.0)
+    path.write_text(json.dumps({**profile.to_dict(), "level": "max"}))
+    with pytest.raises(CimsplitError, match="'level' must be one of off, all"):
+        HostProfile.load(path)
+
+
+def test_for_model_rekeys_a_profile_of_renamed_nodes_by_position():
+    profile = hand_profile({"conv": 7.0, "relu": 1.0, "k": 0.0, "mul": 2.0, "flatten": 0.0, "matmul": 3.0}, 13.0)
+    profile = replace(profile, nodes={name: {**stats, "op_type": op} for (name, stats), op in
+                                      zip(profile.nodes.items(), ["Conv", "Relu", "Constant", "Mul", "Flatten", "MatMul"])})
+    renamed = tiny_model()
+    for node in renamed.graph.node:
+        node.name = f"other_{node.name}"
+    rekeyed = profile.for_model(renamed)
+    assert {name: stats["median_ns"] for name, stats in rekeyed.nodes.items()} == {
+        "other_conv": 7.0, "other_relu": 1.0, "other_k": 0.0, "other_mul": 2.0, "other_flatten": 0.0, "other_matmul": 3.0}
+    assert profile.for_model(tiny_model()) is profile
+    renamed.graph.node[0].op_type = "Relu"  # positions no longer line up: left alone (operator_latencies names the node)
+    assert profile.for_model(renamed) is profile
+
+
+def test_cache_measures_a_suspect_profile_once_more_and_keeps_the_better(tmp_path, monkeypatch):
+    """The measured figures are stood in for by hand-made profiles: what is tested is the decision, not a timing."""
+    import cimsplit.compiler.host_profile as host_profile
+
+    monkeypatch.setenv("CIMSPLIT_CACHE_DIR", str(tmp_path / "cache"))
+    bad, good = hand_profile({"conv": 2000.0}, 1000.0), hand_profile({"conv": 1100.0}, 1000.0)
+    measured = iter([bad, good, bad, hand_profile({"conv": 3000.0}, 1000.0)])
+    calls = []
+
+    def fake_profile_model(loaded, **kwargs):
+        calls.append(kwargs)
+        return replace(next(measured), fingerprint=loaded.fingerprint, cpu=host_profile.cpu_model(),
+                       ort_version=host_profile.ort.__version__)
+
+    monkeypatch.setattr(host_profile, "profile_model", fake_profile_model)
+    first = cached_profile(Loaded(model=tiny_model(), fingerprint="fp-1", input_shapes={}))
+    assert len(calls) == 2 and first.nodes["conv"]["median_ns"] == 1100.0 and first.warnings == ()
+    second = cached_profile(Loaded(model=tiny_model(), fingerprint="fp-2", input_shapes={}))
+    assert len(calls) == 4 and second.nodes["conv"]["median_ns"] == 2000.0
+    (warning,) = second.warnings
+    assert warning.startswith("host profile (measured twice): ") and "2.00x" in warning
+    # Read back from the cache, it still warns (the figures are saved).
+    assert cached_profile(Loaded(model=tiny_model(), fingerprint="fp-2", input_shapes={})).warnings != ()
+    assert len(calls) == 4

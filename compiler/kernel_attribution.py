@@ -1,0 +1,226 @@
+"""Which nodes of the simplified model each kernel of ONNX Runtime's optimized graph came from.
+
+With graph optimizations on, ONNX Runtime runs another graph than the one it
+was given: DequantizeLinear -> Conv -> QuantizeLinear becomes one QLinearConv,
+Conv + Relu one fused Conv, NCHWc layouts add ReorderInput/ReorderOutput and
+QLinear kernels add Transposes.  ``SessionOptions.optimized_model_filepath``
+saves that graph; its node names are those of the profiler's
+``<node>_kernel_time`` events.  Fused nodes keep the names of the tensors they
+still produce, so the two graphs are matched through tensor names:
+
+* a *boundary* tensor is produced (or fed as a graph input) in both graphs with
+  the same element type; an output of an optimized node that keeps the name
+  and operator type of a simplified node is that node's output of the same
+  position, under whatever name (ORT renames int8 tensors it converts to uint8);
+* cutting both graphs at the boundary tensors leaves connected *pieces* (nodes
+  joined through non-boundary tensors; initializers join nothing);
+* an optimized piece produces boundary tensors, and the simplified pieces that
+  produce those same tensors form, with it, one *region*: the simplified nodes
+  whose work the region's kernels do.  Glue kernels (reorders, transposes,
+  casts) lie inside the piece of the kernel that needs them, so they are
+  charged with it.
+
+Simplified nodes computed from constants only (a weight's DequantizeLinear)
+take no share of a region's time.  When ORT folds them they cost nothing; when
+one runs as its own kernel, its region holds constant nodes only and its time
+goes to the regions that read its outputs.  A region's time is split among its
+other nodes by weights the caller gives (the nodes' times with optimizations
+off), equally when every weight is 0.  Nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import onnx
+
+__all__ = ["Region", "attribute_kernels", "constant_nodes", "split_region_times"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Region:
+    """Simplified nodes and the optimized-graph kernels (with the fraction of each) that do their work."""
+
+    nodes: tuple[str, ...]
+    """Nodes that share the region's time (constant-only nodes excluded)."""
+    kernels: tuple[tuple[str, float], ...]
+    """(optimized node name, fraction of its time charged here); fractions of one kernel sum to 1."""
+
+
+class _Union:
+    def __init__(self, items: Iterable[str]) -> None:
+        self.parent = {item: item for item in items}
+
+    def find(self, item: str) -> str:
+        root = item
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[item] != root:
+            self.parent[item], item = root, self.parent[item]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)  # the smaller name is the root: deterministic
+
+
+def _producers(graph: onnx.GraphProto) -> dict[str, str]:
+    return {out: node.name for node in graph.node for out in node.output if out}
+
+
+def _elem_types(graph: onnx.GraphProto) -> dict[str, int]:
+    return {
+        vi.name: vi.type.tensor_type.elem_type
+        for vi in (*graph.input, *graph.value_info, *graph.output)
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type
+    }
+
+
+def constant_nodes(graph: onnx.GraphProto) -> set[str]:
+    """Nodes whose inputs all come from initializers or other constant-only nodes (graph order is topological)."""
+    constant_tensors = {init.name for init in graph.initializer}
+    result: set[str] = set()
+    for node in graph.node:
+        if all(not name or name in constant_tensors for name in node.input):
+            result.add(node.name)
+            constant_tensors.update(out for out in node.output if out)
+    return result
+
+
+def _pieces(graph: onnx.GraphProto, boundary: set[str]) -> _Union:
+    """Join every node with the producers of its non-boundary inputs."""
+    producers = _producers(graph)
+    pieces = _Union(node.name for node in graph.node)
+    for node in graph.node:
+        for name in node.input:
+            if name in producers and name not in boundary:
+                pieces.union(node.name, producers[name])
+    return pieces
+
+
+def attribute_kernels(
+    simplified: onnx.ModelProto,
+    optimized: onnx.ModelProto,
+    optimized_types: Mapping[str, int] | None = None,
+) -> tuple[Region, ...]:
+    """Regions of ``simplified`` nodes and the ``optimized`` kernels that do their work (module docstring).
+
+    ``optimized_types``: tensor name -> ONNX element type of the optimized
+    graph's tensors (e.g. from the profiler's ``output_type_shape``); the
+    optimized model's own ``value_info`` is used where it is missing.  Node
+    names of ``simplified`` must be unique; duplicate names in ``optimized``
+    are one kernel for the trace too, so they are joined.
+    """
+    s_graph, o_graph = simplified.graph, optimized.graph
+    s_producers, o_producers = _producers(s_graph), _producers(o_graph)
+    s_types = _elem_types(s_graph)
+    o_types = {**_elem_types(o_graph), **(optimized_types or {})}
+    s_available = set(s_producers) | {vi.name for vi in s_graph.input}
+    o_available = set(o_producers) | {vi.name for vi in o_graph.input}
+    alias = {  # optimized tensor name -> simplified tensor name
+        name: name for name in s_available & o_available
+        if name not in s_types or name not in o_types or s_types[name] == o_types[name]
+    }
+    s_nodes = {node.name: node for node in s_graph.node}
+    for node in o_graph.node:
+        twin = s_nodes.get(node.name)
+        if twin is None or twin.op_type != node.op_type or twin.domain != node.domain or len(twin.output) != len(node.output):
+            continue
+        for o_name, s_name in zip(node.output, twin.output):
+            if o_name and s_name and alias.get(o_name, s_name) == s_name:
+                alias[o_name] = s_name
+    s_boundary, o_boundary = set(alias.values()), set(alias)
+    s_pieces, o_pieces = _pieces(s_graph, s_boundary), _pieces(o_graph, o_boundary)
+    by_name: dict[str, str] = {}
+    for node in o_graph.node:  # one trace event name, one kernel
+        if node.name in by_name:
+            o_pieces.union(by_name[node.name], node.name)
+        by_name.setdefault(node.name, node.name)
+
+    # The simplified pieces each optimized piece produces boundary tensors of are one region.
+    s_consumers: dict[str, list[str]] = defaultdict(list)
+    for node in s_graph.node:
+        for name in node.input:
+            s_consumers[name].append(node.name)
+    o_outputs: dict[str, set[str]] = defaultdict(set)
+    o_inputs: dict[str, set[str]] = defaultdict(set)
+    for node in o_graph.node:
+        root = o_pieces.find(node.name)
+        o_outputs[root].update(alias[name] for name in node.output if name in alias and alias[name] in s_producers)
+        o_inputs[root].update(alias[name] for name in node.input if name in alias)
+    kernels_of: dict[str, list[str]] = defaultdict(list)
+    for name in dict.fromkeys(node.name for node in o_graph.node):
+        kernels_of[o_pieces.find(name)].append(name)
+    owners: dict[str, list[str]] = {}
+    for root, produced in o_outputs.items():
+        targets = [s_producers[name] for name in sorted(produced)]
+        if not targets:  # nothing it makes is a simplified tensor: charge it to the readers of its inputs
+            targets = [reader for name in sorted(o_inputs[root]) for reader in s_consumers.get(name, ())]
+        for target in targets[1:]:
+            s_pieces.union(targets[0], target)
+        owners[root] = targets[:1]
+    for root in kernels_of:
+        owners.setdefault(root, [])
+
+    constants = constant_nodes(s_graph)
+    position = {node.name: index for index, node in enumerate(s_graph.node)}
+    outputs_of = {node.name: [out for out in node.output if out] for node in s_graph.node}
+    members: dict[str, list[str]] = defaultdict(list)
+    for node in s_graph.node:
+        members[s_pieces.find(node.name)].append(node.name)
+    charges: dict[str, dict[str, float]] = defaultdict(dict)  # region root -> kernel -> fraction
+    for root, kernels in kernels_of.items():
+        if not owners[root]:
+            log.debug("kernels %s match no simplified node; their time is not charged", ", ".join(kernels))
+            continue
+        region = s_pieces.find(owners[root][0])
+        for kernel in kernels:
+            charges[region][kernel] = charges[region].get(kernel, 0.0) + 1.0
+    # A region of constant-only nodes that runs (a weight's DequantizeLinear) is charged to its readers.
+    for region in sorted(charges):
+        if any(node not in constants for node in members[region]):
+            continue
+        readers = sorted({
+            s_pieces.find(reader)
+            for node in members[region]
+            for out in outputs_of[node]
+            for reader in s_consumers.get(out, ())
+            if s_pieces.find(reader) != region
+        })
+        readers = [reader for reader in readers if any(node not in constants for node in members[reader])]
+        if not readers:
+            continue
+        moved = charges.pop(region)
+        for reader in readers:
+            for kernel, fraction in moved.items():
+                charges[reader][kernel] = charges[reader].get(kernel, 0.0) + fraction / len(readers)
+    regions = []
+    for root in sorted(members, key=lambda r: position[members[r][0]]):
+        shared = tuple(node for node in members[root] if node not in constants)
+        if not shared:
+            continue
+        regions.append(Region(nodes=shared, kernels=tuple(sorted(charges.get(root, {}).items()))))
+    return tuple(regions)
+
+
+def split_region_times(
+    regions: Iterable[Region], kernel_ns: Mapping[str, float], weights: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """node -> ns: each region's kernel time split among its nodes by ``weights`` (equally if they are all 0)."""
+    result: dict[str, float] = {}
+    for region in regions:
+        total_ns = sum(kernel_ns.get(kernel, 0.0) * fraction for kernel, fraction in region.kernels)
+        shares = [max(float((weights or {}).get(node, 0.0)), 0.0) for node in region.nodes]
+        if sum(shares) <= 0:
+            shares = [1.0] * len(region.nodes)
+        scale = total_ns / sum(shares)
+        for node, share in zip(region.nodes, shares):
+            result[node] = share * scale
+    return result
+

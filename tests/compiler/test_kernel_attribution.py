@@ -1,0 +1,168 @@
+"""Kernels of ONNX Runtime's optimized graph -> the workload operators they came from (no timing)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from cimsplit.compiler.frontend import LoadedModel, load
+from cimsplit.compiler.kernel_attribution import Region, attribute_kernels, constant_nodes, split_region_times
+from cimsplit.compiler.ort_profiler import optimized_model
+from tests.graphs import parse, save, weights
+
+
+def kernel_owners(loaded: LoadedModel, level: str = "all") -> dict[str, set[str]]:
+    """Kernel op type -> op types of the workload operators charged with it (every kernel charged once)."""
+    optimized = optimized_model(loaded.model, level)
+    regions = attribute_kernels(loaded.model, optimized)
+    charged = [kernel for region in regions for kernel, _ in region.kernels]
+    assert sorted(charged) == sorted(node.name for node in optimized.graph.node)
+    op_of = {node: op.op_type for op in loaded.workload.operators for node in op.nodes}
+    op_type = {node.name: node.op_type for node in optimized.graph.node}
+    owners: dict[str, set[str]] = defaultdict(set)
+    for region in regions:
+        for kernel, _ in region.kernels:
+            owners[op_type[kernel]].update(op_of[node] for node in region.nodes)
+    return dict(owners)
+
+
+def q_weight(name: str, shape: tuple[int, ...], seed: int = 0) -> list[onnx.TensorProto]:
+    rng = np.random.default_rng(seed)
+    return [
+        numpy_helper.from_array(rng.integers(-60, 60, size=shape).astype(np.int8), name),
+        numpy_helper.from_array(np.array(0.02, np.float32), f"{name}_s"),
+        numpy_helper.from_array(np.array(0, np.int8), f"{name}_z"),
+    ]
+
+
+ACT = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(128, np.uint8), "z")]
+
+
+# x[1,8,8,8] -> Conv 3x3 (8 -> 8) -> Relu -> y
+#   ORT: one Conv with activation Relu (FusedConv, or an NCHWc Conv between reorders)
+def conv_relu() -> onnx.ModelProto:
+    return parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        cr (float[1,8,8,8] x) => (float[1,8,8,8] y) {
+          c = Conv <pads = [1,1,1,1]> (x, w)
+          y = Relu(c)
+        }""",
+        weights(w=(8, 8, 3, 3)),
+    )
+
+
+# x -> Q -> DQ --\
+#   w8 -> DQ ----- Conv 3x3 (8 -> 8) -> Q -> DQ -> y      ORT: Q, QLinearConv, DQ
+def qdq_conv() -> onnx.ModelProto:
+    return parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        qc (float[1,8,8,8] x) => (float[1,8,8,8] y) {
+          xq = QuantizeLinear(x, s, z)
+          xd = DequantizeLinear(xq, s, z)
+          wd = DequantizeLinear(w8, w8_s, w8_z)
+          c = Conv <pads = [1,1,1,1]> (xd, wd)
+          cq = QuantizeLinear(c, s, z)
+          y = DequantizeLinear(cq, s, z)
+        }""",
+        [*ACT, *q_weight("w8", (8, 8, 3, 3))],
+    )
+
+
+# a -> Q -> DQ --\
+#                 Add -> Q -> DQ -> y                     ORT: QLinearAdd
+# b -> Q -> DQ --/
+def qdq_add() -> onnx.ModelProto:
+    return parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        qa (float[1,8,8,8] a, float[1,8,8,8] b) => (float[1,8,8,8] y) {
+          aq = QuantizeLinear(a, s, z)
+          ad = DequantizeLinear(aq, s, z)
+          bq = QuantizeLinear(b, s, z)
+          bd = DequantizeLinear(bq, s, z)
+          t = Add(ad, bd)
+          tq = QuantizeLinear(t, s, z)
+          y = DequantizeLinear(tq, s, z)
+        }""",
+        ACT,
+    )
+
+
+# x[1,16,16,16] -> Conv 3x3 (16 -> 32) -> Relu -> MaxPool 2x2 -> y
+#   ORT (x86 with AVX2 or newer): ReorderInput -> nchwc Conv -> nchwc MaxPool -> ReorderOutput
+def nchwc_chain() -> onnx.ModelProto:
+    return parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        nc (float[1,16,16,16] x) => (float[1,32,8,8] y) {
+          c = Conv <pads = [1,1,1,1]> (x, w)
+          r = Relu(c)
+          y = MaxPool <kernel_shape = [2,2], strides = [2,2]> (r)
+        }""",
+        weights(w=(32, 16, 3, 3)),
+    )
+
+
+@pytest.fixture
+def loaded(tmp_path: Path):
+    return lambda model: load(save(model, tmp_path))
+
+
+def test_conv_relu_fusion_is_charged_to_the_conv_operator(loaded) -> None:
+    model = loaded(conv_relu())
+    assert [op.op_type for op in model.workload.operators] == ["Conv"]  # Relu fused into it by the workload
+    owners = kernel_owners(model)
+    assert "Relu" not in owners  # ORT runs no Relu kernel: it is fused into the Conv
+    assert owners.keys() - {"ReorderInput", "ReorderOutput"} in ({"Conv"}, {"FusedConv"})
+    assert set().union(*owners.values()) == {"Conv"}
+
+
+def test_qdq_conv_runs_as_qlinearconv_charged_to_the_conv(loaded) -> None:
+    model = loaded(qdq_conv())
+    owners = kernel_owners(model)
+    assert owners["QLinearConv"] == {"Conv"}
+    assert "Conv" not in owners  # no float Conv runs
+    assert set().union(*owners.values()) == {"Conv"}
+
+
+def test_qdq_add_runs_as_qlinearadd_charged_to_the_add(loaded) -> None:
+    model = loaded(qdq_add())
+    owners = kernel_owners(model)
+    assert owners["QLinearAdd"] == {"Add"}
+    assert "Add" not in owners
+
+
+def test_nchwc_reorders_are_charged_to_the_operators_that_need_them(loaded) -> None:
+    model = loaded(nchwc_chain())
+    owners = kernel_owners(model)
+    if "ReorderInput" not in owners and "ReorderOutput" not in owners:
+        pytest.skip("onnxruntime uses no NCHWc layout on this CPU")
+    # No NCHW tensor between the NCHWc kernels is materialized, so the chain is charged to both operators.
+    assert set().union(*owners.values()) == {"Conv", "MaxPool"}
+    assert "Relu" not in owners
+
+
+def test_optimizations_off_is_one_kernel_per_node_and_weight_dequantize_goes_to_its_reader(loaded) -> None:
+    model = loaded(qdq_conv())
+    optimized = optimized_model(model.model, "off")
+    regions = attribute_kernels(model.model, optimized)
+    by_type = {node.name: node.op_type for node in model.model.graph.node}
+    weight_dq = [name for name in constant_nodes(model.model.graph)]
+    assert [by_type[name] for name in weight_dq] == ["DequantizeLinear"]
+    conv_region = next(region for region in regions if any(by_type[node] == "Conv" for node in region.nodes))
+    assert [by_type[node] for node in conv_region.nodes] == ["Conv"]
+    assert sorted(dict(conv_region.kernels)) == sorted([weight_dq[0], conv_region.nodes[0]])
+    assert all(len(region.nodes) == 1 for region in regions)
+
+
+def test_split_region_times_by_weights_and_equally_when_they_are_zero() -> None:
+    regions = (Region(("a", "b"), (("k1", 1.0), ("k2", 0.5))), Region(("c", "d"), (("k2", 0.5),)))
+    times = split_region_times(regions, {"k1": 300.0, "k2": 200.0}, {"a": 3.0, "b": 1.0})
+    assert times == {"a": 300.0, "b": 100.0, "c": 50.0, "d": 50.0}
