@@ -6,7 +6,7 @@ Smaller operators are summarised only: ORT reports whole microseconds, so their
 relative spread says more about the clock than about the host.  One
 measurement, no assertion: the machine may be busy.
 
-    .venv/bin/python bench/profile_spread.py [--model resnet50] [--image-size 224] [--runs 30]
+    .venv/bin/python bench/profile_spread.py [--model resnet50] [--int8] [--level all] [--runs 30]
 """
 
 from __future__ import annotations
@@ -35,15 +35,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--int8", action="store_true", help="the zoo's int8 QDQ variant")
+    parser.add_argument("--level", choices=("all", "off"), default="all", help="profiled optimization level")
     parser.add_argument("--all", action="store_true", help="print every operator above the threshold, not only the worst 15")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"{args.model}.onnx"
-        onnx.save(zoo.build(args.model, image_size=args.image_size), path)
+        onnx.save(zoo.build(args.model, image_size=args.image_size, int8=args.int8), path)
         loaded = load(path)
     first, second = (
-        operator_latencies(loaded.workload, profile_model(loaded, runs=args.runs, warmup=args.warmup, threads=args.threads))
+        operator_latencies(loaded.workload, profile_model(loaded, runs=args.runs, warmup=args.warmup,
+                                                          threads=args.threads, level=args.level))
         for _ in range(2)
     )
     rows = []
@@ -53,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((abs(a - b) / min(a, b) if min(a, b) > 0 else float("inf"), op.name, op.op_type, a, b))
     rows.sort(reverse=True)
     print(f"{args.model}: {len(loaded.workload.operators)} operators, {len(rows)} above {format_time_ns(THRESHOLD_NS)}; "
-          f"{args.runs} runs after {args.warmup} warm-up, {args.threads} thread(s), two profiles back to back")
+          f"{args.runs} runs after {args.warmup} warm-up, {args.threads} thread(s), level {args.level}, "
+          "two profiles back to back")
     for spread, name, op_type, a, b in rows if args.all else rows[:15]:
         print(f"  {name:<40} {op_type:<10} {format_time_ns(a):>10} {format_time_ns(b):>10}  spread {100 * spread:5.1f}%")
     if rows:
