@@ -227,7 +227,8 @@ class HostProfile:
         where = f"host profile {source!r}"
         if not isinstance(data, dict):
             raise CimsplitError(f"{where} is not a JSON object")
-        missing = [key for key in ("format_version", "fingerprint", "ort_version", "cpu", "threads", "runs", "warmup", "nodes", "model_median_ns") if key not in data]
+        required = ("format_version", "fingerprint", "ort_version", "cpu", "threads", "runs", "warmup", "nodes", "model_median_ns")
+        missing = [key for key in required if key not in data]
         if missing:
             raise CimsplitError(f"{where} lacks {', '.join(missing)}", hint="write it again with `cimsplit profile`")
         if data["format_version"] not in _READABLE_VERSIONS or isinstance(data["format_version"], bool):

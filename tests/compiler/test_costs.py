@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from cimsplit.compiler.costs import build_costs, costs_to_dict
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.hardware import load_hardware
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.compiler.workload import Edge, Operator, Workload
+from cimsplit.errors import CimsplitError
 
 
 def conv_flatten_gemm() -> Workload:

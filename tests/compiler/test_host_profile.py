@@ -13,7 +13,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.host_profile import (
     FORMAT_VERSION,
     PROFILED_HERE,
@@ -26,6 +25,7 @@ from cimsplit.compiler.host_profile import (
 )
 from cimsplit.compiler.ort_profiler import random_inputs
 from cimsplit.compiler.workload import Operator, Workload
+from cimsplit.errors import CimsplitError
 
 RUNS, WARMUP = 5, 2
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import onnx
-import pytest
 
 from cimsplit.cli import main
 from cimsplit.compiler.frontend import load
