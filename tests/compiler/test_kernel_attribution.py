@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from graphs import parse, save, weights
 from onnx import numpy_helper
 
 from cimsplit.compiler.frontend import LoadedModel, load
 from cimsplit.compiler.kernel_attribution import Region, attribute_kernels, constant_nodes, split_region_times
 from cimsplit.compiler.ort_profiler import optimized_model
-from tests.graphs import parse, save, weights
 
 
 def kernel_owners(loaded: LoadedModel, level: str = "all") -> dict[str, set[str]]:

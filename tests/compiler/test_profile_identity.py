@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import onnx
+from graphs import clean_cnn, save
 
 from cimsplit.cli import main
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile, cache_dir
-from tests.graphs import clean_cnn, save
 
 FAST = ["--crossbars", "4", "--solver", "highs", "--time-limit", "5"]
 
