@@ -17,7 +17,7 @@ other node names shares it: :meth:`HostProfile.for_model` then re-keys the
 latencies by position (equal fingerprints mean equal nodes in equal order).
 
 A profile whose sum of per-node medians is not within ``SUM_OVER_MODEL`` of
-the whole model at the same level says so (:attr:`HostProfile.warnings`); the
+the whole model at the same level (for models of at least ``CHECKED_FROM_NS``) says so (:attr:`HostProfile.warnings`); the
 cache re-measures such a profile once before using it.
 """
 
@@ -48,6 +48,7 @@ __all__ = [
     "FORMAT_VERSION",
     "PROFILED_HERE",
     "SUM_OVER_MODEL",
+    "CHECKED_FROM_NS",
     "HostProfile",
     "profile_model",
     "profile_onnx",
@@ -66,6 +67,9 @@ _READABLE_VERSIONS = (1, 2)  # version 1: level "off", no node positions, no loa
 PROFILED_HERE = "profiled on this machine"
 SUM_OVER_MODEL = (0.85, 1.15)
 """Band of sum of per-node medians / whole-model median (same level) outside which a profile is suspect."""
+CHECKED_FROM_NS = 1e6
+"""Whole models faster than this (1 ms) are not checked against SUM_OVER_MODEL: there the fixed cost of a
+``session.run`` outside any kernel and the profiler's 1 us resolution per kernel, not the profile, set the ratio."""
 _NODE_KEYS = ("median_ns", "p10_ns", "p90_ns")
 _MODEL_KEYS = ("optimizations_off", "optimizations_all")
 
@@ -122,10 +126,13 @@ class HostProfile:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """One sentence with the figures when sum / whole model is outside SUM_OVER_MODEL, else nothing."""
+        """One sentence with the figures when sum / whole model is outside SUM_OVER_MODEL, else nothing.
+
+        Models below CHECKED_FROM_NS are not checked.
+        """
         ratio = self.sum_over_model
         low, high = SUM_OVER_MODEL
-        if ratio is None or low <= ratio <= high:
+        if ratio is None or low <= ratio <= high or (self.whole_model_ns or 0.0) < CHECKED_FROM_NS:
             return ()
         loads = ""
         if self.load_average_before is not None and self.load_average_after is not None:

@@ -46,12 +46,12 @@ def test_compile_then_a_renamed_re_export_uses_the_cached_profile(tmp_path, monk
 
 
 def test_a_saved_profile_serves_a_renamed_re_export_and_its_warning_reaches_plan_json(tmp_path) -> None:
-    """A hand-written profile 1.5x the whole model: compile uses it and says so in plan.json."""
+    """A hand-written profile (1 ms per node) 1.5x the whole model: compile uses it and says so in plan.json."""
     first, second = save(clean_cnn(), tmp_path, "a.onnx"), save(renamed(clean_cnn()), tmp_path, "b.onnx")
     a = load(first)
-    nodes = {node.name: {"op_type": node.op_type, "median_ns": 1000.0, "p10_ns": 900.0, "p90_ns": 1100.0,
+    nodes = {node.name: {"op_type": node.op_type, "median_ns": 1e6, "p10_ns": 0.9e6, "p90_ns": 1.1e6,
                          "samples": 3, "index": index} for index, node in enumerate(a.model.graph.node)}
-    whole_ns = 1000.0 * len(nodes) / 1.5
+    whole_ns = 1e6 * len(nodes) / 1.5
     path = tmp_path / "host.json"
     HostProfile(format_version=FORMAT_VERSION, fingerprint=a.fingerprint, ort_version="x", cpu="hand", threads=1,
                 runs=3, warmup=1, nodes=nodes,
