@@ -137,7 +137,7 @@ class CostedModel:
     costs: Costs
     problem: PlacementProblem
     warnings: tuple[str, ...] = ()
-    """Operators whose host latency is unknown; the placement's warnings start with these."""
+    """A suspect host profile, operators whose host latency is unknown; the placement's warnings start with these."""
 
 
 @dataclass(frozen=True)
