@@ -69,6 +69,8 @@ class HardwareArgs:
         group.add_argument("--mvm-latency", metavar="T", help="latency of one MVM, e.g. 50ns or 0.05us")
         group.add_argument("--bus-bandwidth", metavar="B", help="CPU-CIM bus and CIM internal bandwidth, e.g. 20.48GB/s")
         group.add_argument("--crossbar-size", metavar="RxC", help="crossbar rows x columns, e.g. 256x256")
+        group.add_argument("--element-bytes", metavar="B",
+                           help="bytes per moved element for every tensor (default: each tensor's own, 1 int8, 4 float32)")
         group.add_argument("--host-profile", metavar="FILE", help="host latencies measured by `cimsplit profile` (default: profile this machine)")
         group.add_argument("--op-latency", metavar="NAME=DURATION", action="append", default=[],
                            help="host latency of an operator onnxruntime cannot profile (custom domain), by node name or "
@@ -86,7 +88,8 @@ class HardwareArgs:
 
         return hardware_from_flags(
             args.hw or "x86", crossbars=args.crossbars, mvm_latency=args.mvm_latency, bus_bandwidth=args.bus_bandwidth,
-            crossbar_size=args.crossbar_size, host_profile=args.host_profile, host_model=args.host_model,
+            crossbar_size=args.crossbar_size, element_bytes=args.element_bytes, host_profile=args.host_profile,
+            host_model=args.host_model,
         )
 
     @staticmethod

@@ -1,6 +1,10 @@
 """Cost model: host latency from profiles, CIM latency (eq. 2-3), transfers (eq. 4).
 
 All times are floats in ns; ``bytes / (bytes/s) * 1e9`` converts a transfer.
+The b of eq. 3 and 4 is the element size of the tensors actually moved (the
+workload's byte counts: 1 byte for int8/uint8, 4 for float32); a hardware
+``element_bytes`` overrides it for every tensor.  A hand-made workload that
+gives no byte counts is costed as float32.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ from cimsplit.compiler.workload import Operator, Workload
 
 __all__ = [
     "OperatorCost", "EdgeCost", "IoTransfer", "Costs",
-    "build_costs", "cim_latency_ns", "transfer_ns", "crossbars_needed", "costs_to_dict",
+    "build_costs", "cim_latency_ns", "transfer_ns", "moved_bytes", "crossbars_needed", "costs_to_dict",
 ]
 
 _NS_PER_S = 1e9
+_UNKNOWN_ELEMENT_BYTES = 4  # float32, when a workload does not say
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,16 @@ def crossbars_needed(m: int, n: int, hardware: Hardware) -> int:
     return math.ceil(m / hardware.crossbar_rows) * math.ceil(n / hardware.crossbar_cols)
 
 
-def transfer_ns(elements: int, hardware: Hardware) -> float:
-    """T_transfer = b * elements / B_shared (eq. 4), in ns."""
-    return hardware.element_bytes * elements / hardware.bus_bandwidth_bytes_per_s * _NS_PER_S
+def moved_bytes(elements: int, natural_bytes: int | None, hardware: Hardware) -> int:
+    """b * elements: ``hardware.element_bytes`` when set, else the tensors' own ``natural_bytes``."""
+    if hardware.element_bytes is not None:
+        return hardware.element_bytes * elements
+    return natural_bytes if natural_bytes is not None else _UNKNOWN_ELEMENT_BYTES * elements
+
+
+def transfer_ns(size_bytes: int, hardware: Hardware) -> float:
+    """T_transfer = b * elements / B_shared (eq. 4), in ns, from the bytes moved."""
+    return size_bytes / hardware.bus_bandwidth_bytes_per_s * _NS_PER_S
 
 
 def cim_latency_ns(op: Operator, hardware: Hardware) -> float | None:
@@ -81,10 +93,10 @@ def cim_latency_ns(op: Operator, hardware: Hardware) -> float | None:
     """
     if not op.cim_capable or op.n_mvm is None:
         return None
-    b, b_cim = hardware.element_bytes, hardware.cim_bandwidth_bytes_per_s
-    t_load_ns = b * op.n_in / b_cim * _NS_PER_S  # eq. 3
+    b_cim = hardware.cim_bandwidth_bytes_per_s
+    t_load_ns = moved_bytes(op.n_in, op.in_bytes, hardware) / b_cim * _NS_PER_S  # eq. 3: b * N_in,v / B_cim
     t_mvm_ns = op.n_mvm * hardware.mvm_latency_ns  # T_mvm,v = N_mvm,v * T_mvm
-    t_store_ns = b * op.n_out / b_cim * _NS_PER_S  # eq. 3
+    t_store_ns = moved_bytes(op.n_out, op.out_bytes, hardware) / b_cim * _NS_PER_S  # eq. 3: b * N_out,v / B_cim
     return t_load_ns + t_mvm_ns + t_store_ns  # eq. 2
 
 
@@ -94,7 +106,7 @@ def build_costs(workload: Workload, hardware: Hardware, profile: HostProfile, pa
     Edge transfers use ``Edge.elements`` (the tensors of u that v reads), not
     N_out,u as eq. 4 writes it: the two are equal for single-output operators,
     and for a multi-output operator (Split) only the part v consumes crosses
-    the bus.  Graph inputs and outputs live on the host, so a CIM operator that
+    the bus; b is the element size of what crosses (:func:`moved_bytes`).  Graph inputs and outputs live on the host, so a CIM operator that
     reads a graph input pays ``b * elements / B_shared`` before it and one that
     writes a graph output pays it after; ``paper_exact`` drops these, as the
     paper does.  Crossbar counts are recomputed for ``hardware``'s crossbar
@@ -116,19 +128,19 @@ def build_costs(workload: Workload, hardware: Hardware, profile: HostProfile, pa
         operators.append(OperatorCost(name=op.name, t_host_ns=t_host[op.name], t_cim_ns=t_cim, crossbars=crossbars))
         if t_cim is None or paper_exact:
             continue
-        for direction, elements in (("in", op.graph_input_elements), ("out", op.graph_output_elements)):
+        for direction, elements, natural in (("in", op.graph_input_elements, op.graph_input_bytes),
+                                             ("out", op.graph_output_elements, op.graph_output_bytes)):
             if elements > 0:
-                io_transfers.append(
-                    IoTransfer(op.name, direction, hardware.element_bytes * elements, transfer_ns(elements, hardware))
-                )
-    edges = tuple(
-        EdgeCost(edge.src, edge.dst, hardware.element_bytes * edge.elements, transfer_ns(edge.elements, hardware))  # eq. 4
-        for edge in workload.edges
-    )
+                size_bytes = moved_bytes(elements, natural, hardware)
+                io_transfers.append(IoTransfer(op.name, direction, size_bytes, transfer_ns(size_bytes, hardware)))
+    edges = []
+    for edge in workload.edges:
+        size_bytes = moved_bytes(edge.elements, edge.bytes, hardware)
+        edges.append(EdgeCost(edge.src, edge.dst, size_bytes, transfer_ns(size_bytes, hardware)))  # eq. 4
     return Costs(
         hardware=hardware,
         operators=tuple(operators),
-        edges=edges,
+        edges=tuple(edges),
         io_transfers=tuple(io_transfers),
         host_profile=profile.summary(),
     )

@@ -4,8 +4,11 @@ Presets ``x86`` (20.48 GB/s) and ``arm`` (10.24 GB/s); a TOML file; command-line
 overrides.  All times in ns, bandwidths in bytes/s (GB = 1e9 bytes).
 
 The defaults are the paper's reference point (section V): 256x256 crossbars,
-C = 100 crossbars, T_mvm = 50 ns, int8 elements (b = 1 byte) and an internal
-CIM bandwidth equal to the shared CPU-CIM bus bandwidth (B_cim = B_shared).
+C = 100 crossbars, T_mvm = 50 ns and an internal CIM bandwidth equal to the
+shared CPU-CIM bus bandwidth (B_cim = B_shared).  The element size b of eq. 3
+and 4 is by default that of each tensor actually moved (1 byte for the
+int8/uint8 tensors of a QDQ model, 4 for float32); ``element_bytes`` (TOML or
+``--element-bytes``) forces one size for every tensor.
 
 A TOML file holds any subset of these keys (unknown keys are an error)::
 
@@ -17,7 +20,7 @@ A TOML file holds any subset of these keys (unknown keys are an error)::
     bandwidth = "20.48GB/s"        # sets both B_cim and B_shared ...
     cim_bandwidth = "20.48GB/s"    # ... or set them one by one
     bus_bandwidth = "20.48GB/s"
-    element_bytes = 1
+    element_bytes = 1              # default: each moved tensor's own size
     host_profile = "host.json"     # relative to the TOML file's folder
     host_model = "board.json"      # or: latencies predicted from `cimsplit calibrate` (not both)
 """
@@ -50,7 +53,8 @@ class Hardware:
     mvm_latency_ns: float = 50.0
     cim_bandwidth_bytes_per_s: float = 20.48e9
     bus_bandwidth_bytes_per_s: float = 20.48e9
-    element_bytes: int = 1
+    element_bytes: int | None = None
+    """Bytes per element of every moved tensor; None: each tensor's own (1 int8, 4 float32)."""
     host_profile: str | None = None
     """Path of a host profile JSON, or None to profile this machine."""
     host_model: str | None = None
@@ -100,14 +104,16 @@ def hardware_from_flags(
     mvm_latency: str | float | None = None,
     bus_bandwidth: str | None = None,
     crossbar_size: str | None = None,
+    element_bytes: str | int | None = None,
     host_profile: str | None = None,
     host_model: str | None = None,
 ) -> Hardware:
     """``spec`` (``--hw``) then the command-line overrides as written (``"100"``, ``"50ns"``, ``"20.48GB/s"``, ``"256x256"``).
 
     ``bus_bandwidth`` (``--bus-bandwidth``) sets both B_cim and B_shared, as the
-    paper assumes them equal; a TOML file can set them separately.  ``None``
-    leaves a figure as ``spec`` has it.
+    paper assumes them equal; a TOML file can set them separately.  ``element_bytes``
+    (``--element-bytes``) forces b for every moved tensor.  ``None`` leaves a figure as
+    ``spec`` has it.
     """
     overrides: dict[str, Any] = {}
     if crossbars is not None:
@@ -120,6 +126,8 @@ def hardware_from_flags(
         overrides["bus_bandwidth_bytes_per_s"] = bandwidth
     if crossbar_size is not None:
         overrides["crossbar_rows"], overrides["crossbar_cols"] = parse_crossbar_size(crossbar_size)
+    if element_bytes is not None:
+        overrides["element_bytes"] = _int_value(element_bytes, "--element-bytes")
     if host_profile is not None and host_model is not None:
         raise CimsplitError("--host-model and --host-profile both give the host latencies; pass one of them",
                             hint="--host-model predicts from a calibration, --host-profile reads a measured profile")
@@ -138,12 +146,13 @@ def hardware_from_flags(
 
 def validate_hardware(hardware: Hardware) -> None:
     """Refuse values no hardware can have: zero/negative sizes, bandwidths, latencies."""
-    checks = (
+    checks = [
         (hardware.crossbar_rows, "crossbar rows", "a positive integer, e.g. --crossbar-size 256x256", True),
         (hardware.crossbar_cols, "crossbar columns", "a positive integer, e.g. --crossbar-size 256x256", True),
-        (hardware.element_bytes, "element size", "a positive number of bytes, e.g. element_bytes = 1", True),
         (hardware.crossbars, "crossbar count", "zero or a positive integer, e.g. --crossbars 100", False),
-    )
+    ]
+    if hardware.element_bytes is not None:
+        checks.append((hardware.element_bytes, "element size", "a positive number of bytes, e.g. --element-bytes 1", True))
     for value, what, expected, strictly_positive in checks:
         if isinstance(value, bool) or not isinstance(value, int):
             raise CimsplitError(f"{what} {value!r} is not an integer", hint=f"use {expected}")
@@ -165,7 +174,8 @@ def describe_hardware(hardware: Hardware) -> str:
     return (
         f"{hardware.name}: {hardware.crossbars} crossbars of {hardware.crossbar_rows}x{hardware.crossbar_cols}, "
         f"T_mvm {format_time_ns(hardware.mvm_latency_ns)}, B_cim {format_bandwidth(hardware.cim_bandwidth_bytes_per_s)}, "
-        f"B_shared {format_bandwidth(hardware.bus_bandwidth_bytes_per_s)}, b {hardware.element_bytes} byte(s)"
+        f"B_shared {format_bandwidth(hardware.bus_bandwidth_bytes_per_s)}, "
+        + ("b per tensor (1 byte int8, 4 float32)" if hardware.element_bytes is None else f"b {hardware.element_bytes} byte(s)")
     )
 
 

@@ -37,6 +37,15 @@ class Operator:
     """Elements of graph outputs this operator writes (CIM -> host if on CIM)."""
     weight_shape: tuple[int, ...] | None = None
     """Logical shape of the constant weight (after its transpose/reshape chain), if any."""
+    in_bytes: int | None = None
+    """Bytes of the ``n_in`` elements as they are moved (a QDQ model moves the int8 tensor
+    before a DequantizeLinear, 1 byte per element); None: not known (costed as float32)."""
+    out_bytes: int | None = None
+    """Bytes of the ``n_out`` elements as they are moved; None: not known."""
+    graph_input_bytes: int | None = None
+    """Bytes of ``graph_input_elements`` as they are moved; None: not known."""
+    graph_output_bytes: int | None = None
+    """Bytes of ``graph_output_elements`` as they are moved; None: not known."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,9 @@ class Edge:
     elements: int
     tensors: tuple[str, ...] = ()
     """Names of the tensors of u that v reads (sorted)."""
+    bytes: int | None = None
+    """Bytes of those elements as they cross (int8 before a DequantizeLinear: 1 per element);
+    None: not known (costed as float32)."""
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,17 @@ v reads.  ``n_in``/``n_out`` count the activation elements entering/leaving
 the operator (weights excluded; after fusion ``n_out`` is the fused
 activation's output).  A tensor and its Q/DQ/Identity copies count once
 (quantizers may give each reader its own DequantizeLinear of one
-QuantizeLinear).  Operators come in a deterministic topological order:
+QuantizeLinear).  Byte counts (``Edge.bytes``, ``Operator.in_bytes``, ...)
+use the element size of the tensor that actually moves: the split cuts a QDQ
+model between QuantizeLinear and DequantizeLinear, so a tensor a
+DequantizeLinear makes from an activation moves as its int8/uint8 input
+(1 byte per element), a float32 one as 4.  Operators come in a deterministic topological order:
 Kahn's algorithm, ties broken by the first node index of each group.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import defaultdict
@@ -36,6 +41,20 @@ CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 
 def _elements(shape: tuple[int, ...] | None) -> int:
     return 0 if shape is None else math.prod(shape)
+
+
+def _element_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Tensor name -> ONNX element type, from the graph's inputs, value_info and outputs."""
+    graph = model.graph
+    return {vi.name: vi.type.tensor_type.elem_type for vi in list(graph.input) + list(graph.value_info)
+            + list(graph.output) if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type}
+
+
+def _itemsize(elem_type: int | None) -> int:
+    """Bytes per element of an ONNX element type (4, float32, when unknown)."""
+    if not elem_type:
+        return 4
+    return onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize
 
 
 def _host_reason(node: onnx.NodeProto) -> str | None:
@@ -62,6 +81,7 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
     graph_input_set = set(graph_inputs)
     graph_outputs = {vi.name for vi in graph_proto.output}
     graph = Graph.index(nodes, consts, graph_outputs)
+    elem_types = _element_types(model)
 
     lowering: dict[int, Lowering] = {}
     for i, node in enumerate(nodes):
@@ -87,6 +107,16 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
             roots[name] = root(node.input[0]) if node is not None and is_transparent(node) and node.input else name
         return roots[name]
 
+    def moved_bytes(name: str) -> int:
+        """Bytes of ``name`` as it crosses: a DequantizeLinear of an activation moves as its input."""
+        p = graph.producer.get(name)
+        node = nodes[p] if p is not None else None
+        if node is not None and node.op_type == "DequantizeLinear" and is_quantize_node(node) and node.input:
+            name = node.input[0]
+        return _elements(shapes.get(name)) * _itemsize(elem_types.get(name))
+
+    in_bytes = [0] * len(groups)
+    graph_in_bytes = [0] * len(groups)
     for gi, group in enumerate(groups):
         seen: set[str] = set()
         members = set(group.members)
@@ -97,12 +127,16 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
                     continue
                 seen.add(root(name))
                 n_in[gi] += _elements(shapes.get(name))
+                in_bytes[gi] += moved_bytes(name)
                 if p is not None:
                     edge_tensors[(group_index[p], gi)].add(name)
                 elif name in graph_input_set:
                     graph_in[gi] += _elements(shapes.get(name))
+                    graph_in_bytes[gi] += moved_bytes(name)
     n_out = [0] * len(groups)
     graph_out = [0] * len(groups)
+    out_bytes = [0] * len(groups)
+    graph_out_bytes = [0] * len(groups)
     for gi, group in enumerate(groups):
         members = set(group.members)
         counted: set[str] = set()
@@ -114,17 +148,29 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
                 if (out in graph_outputs or any(c not in members for c in readers)) and root(out) not in counted:
                     counted.add(root(out))
                     n_out[gi] += _elements(shapes.get(out))
+                    out_bytes[gi] += moved_bytes(out)
                 if out in graph_outputs:
                     graph_out[gi] += _elements(shapes.get(out))
+                    graph_out_bytes[gi] += moved_bytes(out)
 
     order = _topological_order(groups, edge_tensors)
-    operators = tuple(_operator(groups[gi], nodes, lowering, n_in[gi], n_out[gi], graph_in[gi], graph_out[gi])
-                      for gi in order)
+    operators = tuple(
+        dataclasses.replace(
+            _operator(groups[gi], nodes, lowering, n_in[gi], n_out[gi], graph_in[gi], graph_out[gi]),
+            in_bytes=in_bytes[gi], out_bytes=out_bytes[gi],
+            graph_input_bytes=graph_in_bytes[gi], graph_output_bytes=graph_out_bytes[gi],
+        )
+        for gi in order
+    )
     position = {gi: k for k, gi in enumerate(order)}
+    def edge(u: int, v: int, tensors: set[str]) -> Edge:
+        distinct = {root(t): t for t in sorted(tensors)}.values()
+        return Edge(src=nodes[groups[u].anchor].name, dst=nodes[groups[v].anchor].name,
+                    elements=sum(_elements(shapes.get(t)) for t in distinct), tensors=tuple(sorted(tensors)),
+                    bytes=sum(moved_bytes(t) for t in distinct))
+
     edges = tuple(
-        Edge(src=nodes[groups[u].anchor].name, dst=nodes[groups[v].anchor].name,
-             elements=sum(_elements(shapes.get(t)) for t in {root(t): t for t in sorted(tensors)}.values()),
-             tensors=tuple(sorted(tensors)))
+        edge(u, v, tensors)
         for (u, v), tensors in sorted(edge_tensors.items(), key=lambda kv: (position[kv[0][0]], position[kv[0][1]]))
     )
     return Workload(

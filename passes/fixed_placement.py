@@ -17,16 +17,33 @@ import onnx
 
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.workload import Edge, Operator, Workload
-from cimsplit.passes.rewrite.graph_utils import elements, node_inputs, value_infos
+from cimsplit.compiler.costs import moved_bytes, transfer_ns
+from cimsplit.passes.rewrite.graph_utils import element_bytes_of, elements, node_inputs, value_infos
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult, SolverStats
 from cimsplit.passes.placement.simulate import simulate
 
-__all__ = ["fixed_placement"]
+__all__ = ["fixed_placement", "fixed_assignment"]
 
 
 def _per_node(value: Mapping[str, float] | float, name: str) -> float:
     return float(value[name]) if isinstance(value, Mapping) else float(value)
+
+
+def fixed_assignment(problem: PlacementProblem, on_host: list[bool] | tuple[bool, ...]) -> PlacementResult:
+    """The result of placing operator v on the host exactly when ``on_host[v]``, timed by the re-timer.
+
+    For a costed workload (``problem_from_costs``): the operators keep the front
+    end's grouping, so each QuantizeLinear stays with its producer.
+    """
+    if len(on_host) != len(problem.names):
+        raise ValueError("on_host must have one entry per operator")
+    if any(not host and t is None for host, t in zip(on_host, problem.t_cim_ns)):
+        raise ValueError("an operator that cannot run on the CIM is placed there")
+    schedule = simulate(problem, list(on_host))
+    stats = SolverStats("fixed", "fixed", schedule.makespan_ns, schedule.makespan_ns, 0.0, 0.0, len(problem.names), 0, 0,
+                        "placement fixed by hand")
+    return PlacementResult(problem, schedule, stats)
 
 
 def fixed_placement(
@@ -43,42 +60,41 @@ def fixed_placement(
     graph_inputs = {i.name for i in graph.input if i.name not in weights}
     graph_outputs = {o.name for o in graph.output}
     producer = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
-    b, bus = hardware.element_bytes, hardware.bus_bandwidth_bytes_per_s
 
-    def transfer_ns(count: int) -> float:
-        return b * count / bus * 1e9  # eq. 4
+    def size(tensors: list[str]) -> tuple[int, int]:
+        """(elements, bytes as moved) of ``tensors``: eq. 4's b is each tensor's own element size."""
+        known = [infos[t] for t in tensors if t in infos]
+        count = sum(elements(i) for i in known)
+        return count, moved_bytes(count, sum(elements(i) * element_bytes_of(i) for i in known), hardware)
 
     operators, edges = [], []
     names, host, cim, crossbars, edge_table, t_in, t_out, writes = [], [], [], [], [], [], [], []
     for v, node in enumerate(graph.node):
         reads = [t for t in node_inputs(node) if t not in weights]
-        n_in = sum(elements(infos[t]) for t in reads if t in infos)
-        n_out = sum(elements(infos[t]) for t in node.output if t in infos)
-        in_elems = sum(elements(infos[t]) for t in reads if t in graph_inputs)
-        out_elems = sum(elements(infos[t]) for t in node.output if t in graph_outputs)
+        n_in, in_bytes = size(reads)
+        n_out, out_bytes = size(list(node.output))
+        in_elems, in_io_bytes = size([t for t in reads if t in graph_inputs])
+        out_elems, out_io_bytes = size([t for t in node.output if t in graph_outputs])
         on_cim = devices.get(node.name, "host") == "cim"
         operators.append(Operator(
             node.name, node.op_type, (node.name,), on_cim, None if on_cim else "placed on the host by hand",
             None, None, None, 1 if on_cim else None, n_in, n_out, in_elems, out_elems,
+            in_bytes=in_bytes, out_bytes=out_bytes, graph_input_bytes=in_io_bytes, graph_output_bytes=out_io_bytes,
         ))
         names.append(node.name)
         host.append(_per_node(t_host_ns, node.name))
         cim.append(_per_node(t_cim_ns, node.name) if on_cim else None)
         crossbars.append(1 if on_cim else 0)
-        t_in.append(transfer_ns(in_elems))
-        t_out.append(transfer_ns(out_elems))
+        t_in.append(transfer_ns(in_io_bytes, hardware))
+        t_out.append(transfer_ns(out_io_bytes, hardware))
         writes.append(out_elems > 0)
         for u in sorted({producer[t] for t in reads if t in producer}):
-            count = sum(elements(infos[t]) for t in graph.node[u].output if t in reads)
-            edges.append(Edge(graph.node[u].name, node.name, count))
-            edge_table.append((u, v, transfer_ns(count)))
+            count, count_bytes = size([t for t in graph.node[u].output if t in reads])
+            edges.append(Edge(graph.node[u].name, node.name, count, bytes=count_bytes))
+            edge_table.append((u, v, transfer_ns(count_bytes, hardware)))
     workload = Workload(tuple(operators), tuple(edges), hardware.crossbar_rows, hardware.crossbar_cols)
     problem = PlacementProblem(
         tuple(names), tuple(host), tuple(cim), tuple(crossbars), tuple(edge_table), sum(crossbars),
         tuple(t_in), tuple(t_out), tuple(writes),
     )
-    on_host = [devices.get(name, "host") != "cim" for name in names]
-    schedule = simulate(problem, on_host)
-    stats = SolverStats("fixed", "fixed", schedule.makespan_ns, schedule.makespan_ns, 0.0, 0.0, len(names), 0, 0,
-                        "placement fixed by hand")
-    return workload, PlacementResult(problem, schedule, stats)
+    return workload, fixed_assignment(problem, [devices.get(name, "host") != "cim" for name in names])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import onnx
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "producers_by_tensor",
     "value_infos",
     "elements",
+    "element_bytes_of",
 ]
 
 
@@ -85,3 +87,10 @@ def elements(info: onnx.ValueInfoProto) -> int:
             raise ValueError(f"tensor {info.name!r} has a symbolic or unknown dimension")
         count *= dim.dim_value
     return count
+
+
+def element_bytes_of(info: onnx.ValueInfoProto) -> int:
+    """Bytes per element of a tensor's type: 1 for int8/uint8, 4 for float32, ..."""
+    if not info.type.HasField("tensor_type") or not info.type.tensor_type.elem_type:
+        raise ValueError(f"tensor {info.name!r} has no known element type")
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)).itemsize

@@ -23,6 +23,18 @@ rule used here, in two steps:
    the very start and land in the first segment, far from their use; when all
    their consumers share their device they sit out steps 1-2 and then join the
    earliest group that reads them, which keeps the group order topological.
+4. **Quantized cuts.**  A ``DequantizeLinear`` of an activation (its data
+   input is not a weight) sits out steps 1-2 too: for them its consumers read
+   its data input straight from the ``QuantizeLinear`` (or graph input)
+   before it.  Afterwards it joins *every* group that reads its output, one
+   copy per group (copies keep the node's name; each partition is its own
+   model), so a partition boundary of a QDQ model lies between Q and DQ: the
+   tensor that crosses is the int8/uint8 one, and each partition sees the
+   ``DQ -> op -> Q`` pattern that onnxruntime fuses into QLinearConv, QGemm,
+   QLinearAdd, ...  A DQ that writes a graph output also lands on the host
+   (the graph outputs live there): in a host group that reads it, else in its
+   producer's group when that is a host group, else in the first host group
+   after it, else in a host group of its own at the end.
 
 The groups are then ordered topologically (ties by their first node's index)
 and named per device in that order: ``host_0``, ``cim_0``, ``host_1``, ...
@@ -31,7 +43,9 @@ Tensors cross devices through transfers: one per tensor and destination
 device.  Graph inputs and outputs live on the host (DESIGN §3), so a CIM
 partition reading a graph input, or writing a graph output, gets a transfer
 too.  Bytes and latency follow the cost model (eq. 4):
-``bytes = elements * element_bytes`` and ``latency_ns = bytes / B_shared * 1e9``.
+``bytes = elements * b`` and ``latency_ns = bytes / B_shared * 1e9``, where b
+is the element size of the tensor that crosses (1 byte for int8/uint8, 4 for
+float32) unless an ``element_bytes`` override is given.
 """
 
 from __future__ import annotations
@@ -42,8 +56,9 @@ from dataclasses import dataclass
 
 import onnx
 
+from cimsplit.compiler.constants import is_quantize_node
 from cimsplit.compiler.toposort import stable_topological_order
-from cimsplit.passes.rewrite.graph_utils import elements, node_inputs, value_infos
+from cimsplit.passes.rewrite.graph_utils import element_bytes_of, elements, node_inputs, value_infos
 from cimsplit.runtime.plan import TransferRecord as TransferSpec  # one record: the split's transfers are plan.json's
 
 __all__ = ["PartitionSpec", "TransferSpec", "SplitPlan", "group_nodes", "plan_split", "HOST"]
@@ -149,22 +164,50 @@ def _reaches_long(graph: dict[int, set[int]], a: int, b: int) -> bool:
     return False
 
 
+def _activation_dequantizers(nodes: list[onnx.NodeProto], constant: set[int]) -> set[int]:
+    """DequantizeLinear nodes whose data input is an activation (not computed from weights only)."""
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    return {
+        v for v, node in enumerate(nodes)
+        if node.op_type == "DequantizeLinear" and is_quantize_node(node) and v not in constant
+        and node.input and producer.get(node.input[0], -1) not in constant
+    }
+
+
+def _through(succs: list[set[int]], cut: set[int]) -> list[set[int]]:
+    """Successor sets with the ``cut`` nodes bypassed: a cut node's readers hang off its producer."""
+    bypassed: list[set[int]] = []
+    for u, out in enumerate(succs):
+        if u in cut:
+            bypassed.append(set())
+            continue
+        direct = out - cut
+        for d in out & cut:
+            direct |= succs[d]
+        bypassed.append(direct - {u})
+    return bypassed
+
+
 def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tuple[str, list[str]]]:
-    """Step 1 and 2 of the module rule: (device, node names in model order) per group, in execution order."""
+    """Steps 1-4 of the module rule: (device, node names in model order) per group, in execution order.
+
+    A cut DequantizeLinear (step 4) may be listed in several groups.
+    """
     nodes = list(model.graph.node)
     dev = [devices[node.name] for node in nodes]
     succs = _node_edges(nodes)
     initializers = {t.name for t in model.graph.initializer}
     graph_inputs = {i.name for i in model.graph.input if i.name not in initializers}
+    graph_outputs = {o.name for o in model.graph.output}
+    constant = _constant_nodes(nodes, graph_inputs)
+    cut = _activation_dequantizers(nodes, constant)
+    reads = _through(succs, cut)
     # Weight-only nodes whose consumers all share their device join their first consumer's
     # group at the end (step 3) instead of the first segment, where they would be ready.
-    deferred = sorted(
-        v for v in _constant_nodes(nodes, graph_inputs)
-        if succs[v] and all(dev[w] == dev[v] for w in succs[v])
-    )
-    segments = _segments(dev, succs, set(range(len(nodes))) - set(deferred))
+    deferred = sorted(v for v in constant if succs[v] and all(dev[w] == dev[v] for w in succs[v]))
+    segments = _segments(dev, reads, set(range(len(nodes))) - set(deferred) - cut)
 
-    group_of = [-1] * len(nodes)  # -1: deferred, placed in step 3
+    group_of = [-1] * len(nodes)  # -1: deferred or cut, placed in steps 3-4
     for g, seg in enumerate(segments):
         for v in seg:
             group_of[v] = g
@@ -172,7 +215,7 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
     gdev = {g: dev[seg[0]] for g, seg in enumerate(segments)}
     graph: dict[int, set[int]] = {g: set() for g in members}
     for u in range(len(nodes)):
-        for v in succs[u]:
+        for v in reads[u]:
             if group_of[u] >= 0 and group_of[v] >= 0 and group_of[u] != group_of[v]:
                 graph[group_of[u]].add(group_of[v])
 
@@ -211,18 +254,40 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
     for v in reversed(deferred):
         group_of[v] = min((group_of[w] for w in succs[v]), key=position.__getitem__)
         members[group_of[v]].append(v)
+    # Step 4: a cut DequantizeLinear joins every group that reads it.  Its readers already
+    # depended on its producer's group, so no new group edge appears; a graph output's copy
+    # on the host goes after its producer in the order.
+    producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    for d in sorted(cut):
+        targets = {group_of[w] for w in succs[d]}
+        if any(o in graph_outputs for o in nodes[d].output) and all(gdev[g] != HOST for g in targets):
+            p = producer.get(nodes[d].input[0])
+            after = position[group_of[p]] if p is not None else -1
+            if p is not None and gdev[group_of[p]] == HOST:
+                targets.add(group_of[p])
+            else:
+                host = next((g for g in order[after + 1:] if gdev[g] == HOST), None)
+                if host is None:
+                    host = max(members) + 1
+                    members[host], gdev[host] = [], HOST
+                    order.append(host)
+                targets.add(host)
+        for g in targets:
+            members[g].append(d)
     return [(gdev[g], [nodes[v].name for v in sorted(members[g])]) for g in order]
 
 
 def plan_split(
     model: onnx.ModelProto,
     devices: Mapping[str, str],
-    element_bytes: int,
+    element_bytes: int | None,
     bus_bandwidth_bytes_per_s: float,
 ) -> SplitPlan:
     """Partitions and transfers for ``model`` under the node -> device map ``devices``.
 
     ``devices`` must name every node (see :func:`cimsplit.passes.rewrite.annotate.complete_placements`).
+    ``element_bytes`` overrides the element size of every transfer; None takes each
+    crossing tensor's own (1 byte for int8/uint8, 4 for float32).
     """
     missing = [n.name for n in model.graph.node if n.name not in devices]
     if missing:
@@ -242,8 +307,10 @@ def plan_split(
         counters[device] = k + 1
         named.append((f"{device}_{k}", device, members))
 
+    # A cut DequantizeLinear's output is made in every partition that reads it; only the
+    # first host copy of a graph output exports it (group_nodes puts one on the host).
     home: dict[str, str] = {name: HOST for name in graph_inputs}  # tensor -> device that holds it first
-    producer_part: dict[str, str] = {}
+    owner: dict[str, str] = {}  # tensor -> the partition that exports it
     reads: dict[str, list[str]] = {}  # partition -> tensors read, first-use order
     for part, device, members in named:
         produced: set[str] = set()
@@ -254,9 +321,10 @@ def plan_split(
                     used.append(t)
             produced.update(o for o in nodes[name].output if o)
         reads[part] = used
-        for t in produced:
-            home[t] = device
-            producer_part[t] = part
+        for t in sorted(produced):
+            if t not in owner or (t in graph_outputs and home[t] != HOST and device == HOST):
+                home[t] = device
+                owner[t] = part
 
     readers: dict[str, list[str]] = {}
     for part, _, _ in named:
@@ -270,7 +338,8 @@ def plan_split(
         outputs = []
         for name in members:
             for t in nodes[name].output:
-                if t and (t in graph_outputs or any(r != part for r in readers.get(t, ()))):
+                exported = t in graph_outputs or any(r != part for r in readers.get(t, ()))
+                if t and owner.get(t) == part and exported:
                     outputs.append(t)
         specs.append(PartitionSpec(part, device, tuple(members), inputs, tuple(outputs), weights))
 
@@ -289,7 +358,7 @@ def plan_split(
     for i, (t, dst) in enumerate(wanted):
         if t not in infos:
             raise ValueError(f"tensor {t!r} crosses devices but has no value_info (shape inference must know it)")
-        size_bytes = elements(infos[t]) * element_bytes
+        size_bytes = elements(infos[t]) * (element_bytes or element_bytes_of(infos[t]))
         latency_ns = size_bytes / bus_bandwidth_bytes_per_s * 1e9  # eq. 4
         transfers.append(TransferSpec(f"transfer_{i}", t, home.get(t, HOST), dst, size_bytes, latency_ns))
     return SplitPlan(tuple(specs), tuple(transfers), graph_inputs, graph_outputs)

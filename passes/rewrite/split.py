@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import onnx
 from onnx import helper
 
+from cimsplit.passes.rewrite.annotate import KEY_DEVICE
 from cimsplit.passes.rewrite.graph_utils import value_infos
 from cimsplit.passes.rewrite.partitions import HOST, PartitionSpec, SplitPlan, plan_split
 
@@ -59,10 +60,13 @@ class SplitResult:
 def split(
     model: onnx.ModelProto,
     devices: Mapping[str, str],
-    element_bytes: int,
+    element_bytes: int | None,
     bus_bandwidth_bytes_per_s: float,
 ) -> SplitResult:
-    """Group, then write partitions and the top level; every model passes ``onnx.checker`` full check."""
+    """Group, then write partitions and the top level; every model passes ``onnx.checker`` full check.
+
+    ``element_bytes`` overrides the element size of every transfer (None: each tensor's own).
+    """
     plan = plan_split(model, devices, element_bytes, bus_bandwidth_bytes_per_s)
     partitions = {spec.name: partition_model(model, spec) for spec in plan.partitions}
     return SplitResult(plan, partitions, partitioned_model(model, plan))
@@ -88,7 +92,7 @@ def partition_model(model: onnx.ModelProto, spec: PartitionSpec) -> onnx.ModelPr
     infos = value_infos(model)
     nodes = {node.name: node for node in graph.node}
     weights = {t.name: t for t in graph.initializer}
-    part_nodes = [nodes[name] for name in spec.nodes]
+    part_nodes = [_on_device(nodes[name], spec.device) for name in spec.nodes]
     produced = {o for node in part_nodes for o in node.output if o}
     boundary = set(spec.inputs) | set(spec.outputs)
     internal = [
@@ -112,6 +116,23 @@ def partition_model(model: onnx.ModelProto, spec: PartitionSpec) -> onnx.ModelPr
     out.ir_version = model.ir_version
     out.functions.extend(model.functions)
     return out
+
+
+def _on_device(node: onnx.NodeProto, device: str) -> onnx.NodeProto:
+    """``node``, or a copy stamped with ``device`` when its annotation names another one.
+
+    A cut DequantizeLinear is copied into the partitions of its readers
+    (:mod:`.partitions`, step 4), whatever device its operator was placed on.
+    """
+    stamped = next((p.value for p in node.metadata_props if p.key == KEY_DEVICE), device)
+    if stamped == device:
+        return node
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    for prop in copy.metadata_props:
+        if prop.key == KEY_DEVICE:
+            prop.value = device
+    return copy
 
 
 def _name_on(tensor: str, device: str, home: str, graph_outputs: set[str], taken: set[str]) -> str:
@@ -187,7 +208,7 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
             spec.name,
             inputs=params,
             outputs=list(spec.outputs),
-            nodes=[nodes[name] for name in spec.nodes],
+            nodes=[_on_device(nodes[name], spec.device) for name in spec.nodes],
             opset_imports=list(model.opset_import),
             doc_string=f"partition {spec.name} on {spec.device}",
         ))

@@ -97,19 +97,30 @@ def test_costs_by_hand_through_the_front_end(model, host_json, capsys):
     ops = {op["name"]: op for op in data["operators"]}
     conv = next(op for op in data["operators"] if op["op_type"] == "Conv")
     matmul = next(op for op in data["operators"] if op["op_type"] == "MatMul")
-    # conv: N_in = 3*8*8 = 192, N_out = 4*8*8 = 256, N_mvm = 8*8 = 64 at b = 1 byte, B = 20.48 bytes/ns, T_mvm = 50 ns:
-    # T_acc = 192/20.48 + 64*50 + 256/20.48 = 9.375 + 3200 + 12.5 = 3221.875 ns
-    assert conv["t_cim_ns"] == pytest.approx(3221.875) and conv["crossbars"] == 1
-    # matmul: N_in = 256, N_mvm = 1, N_out = 10: T_acc = 256/20.48 + 50 + 10/20.48 = 62.98828125 ns
-    assert matmul["t_cim_ns"] == pytest.approx(62.98828125) and matmul["crossbars"] == 1  # ceil(10/256)*ceil(256/256)
+    # float32 tensors, b = 4 bytes; B = 20.48 bytes/ns, T_mvm = 50 ns.
+    # conv: N_in = 3*8*8 = 192, N_out = 4*8*8 = 256, N_mvm = 8*8 = 64:
+    # T_acc = 4*192/20.48 + 64*50 + 4*256/20.48 = 37.5 + 3200 + 50 = 3287.5 ns
+    assert conv["t_cim_ns"] == pytest.approx(3287.5) and conv["crossbars"] == 1
+    # matmul: N_in = 256, N_mvm = 1, N_out = 10: T_acc = 4*256/20.48 + 50 + 4*10/20.48 = 101.953125 ns
+    assert matmul["t_cim_ns"] == pytest.approx(101.953125) and matmul["crossbars"] == 1  # ceil(10/256)*ceil(256/256)
     # T_host: the profile's medians of the operator's nodes, the fused relu added to conv.
     profile = HostProfile.load(host_json)
     assert sum(op["t_host_ns"] for op in ops.values()) == pytest.approx(profile.sum_of_medians_ns)
     assert data["cpu_only_ns"] == pytest.approx(profile.sum_of_medians_ns)
-    # Every edge carries the 256 activations the consumer reads: 256/20.48 = 12.5 ns.
-    assert data["edges"] and all(e["bytes"] == 256 and e["t_transfer_ns"] == pytest.approx(12.5) for e in data["edges"])
-    assert {(io["direction"], io["bytes"]) for io in data["io_transfers"]} == {("in", 192), ("out", 10)}
+    # Every edge carries the 256 float32 activations the consumer reads: 4*256/20.48 = 50 ns.
+    assert data["edges"] and all(e["bytes"] == 1024 and e["t_transfer_ns"] == pytest.approx(50.0) for e in data["edges"])
+    assert {(io["direction"], io["bytes"]) for io in data["io_transfers"]} == {("in", 768), ("out", 40)}
     assert data["host_profile"]["source"] == host_json and data["host_profile"]["fingerprint"] == profile.fingerprint
+
+
+def test_element_bytes_flag_overrides_the_tensors_size(model, host_json, capsys):
+    assert main(["costs", model, "--host-profile", host_json, "--json", "--element-bytes", "1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    conv = next(op for op in data["operators"] if op["op_type"] == "Conv")
+    # b = 1 byte: T_acc = 192/20.48 + 64*50 + 256/20.48 = 9.375 + 3200 + 12.5 = 3221.875 ns
+    assert conv["t_cim_ns"] == pytest.approx(3221.875)
+    assert all(e["bytes"] == 256 and e["t_transfer_ns"] == pytest.approx(12.5) for e in data["edges"])
+    assert data["hardware"]["element_bytes"] == 1
 
 
 def test_costs_json_is_byte_identical_twice(model, host_json, capsys):

@@ -49,12 +49,12 @@ def tiny_model(path: Path) -> str:
 MEDIANS = {"conv": 10000.0, "relu": 1000.0, "flatten": 500.0, "matmul": 2000.0}
 WHOLE_MODEL_NS = 9000.0
 
-# x86 preset, 50 ns MVM, 20.48 GB/s, 1 byte per element (eq. 2-4):
-T_IN = 192 / 20.48  # graph input of the conv, 9.375 ns
-T_CONV = 192 / 20.48 + 64 * 50 + 256 / 20.48  # load + N_mvm 64 * T_mvm + store = 3221.875 ns
-T_EDGE = 256 / 20.48  # 12.5 ns on both edges
-T_MATMUL = 256 / 20.48 + 1 * 50 + 10 / 20.48  # 62.98828125 ns
-T_OUT = 10 / 20.48  # graph output of the matmul
+# x86 preset, 50 ns MVM, 20.48 GB/s, float32 tensors: b = 4 bytes per element (eq. 2-4):
+T_IN = 4 * 192 / 20.48  # graph input of the conv, 37.5 ns
+T_CONV = 4 * 192 / 20.48 + 64 * 50 + 4 * 256 / 20.48  # load + N_mvm 64 * T_mvm + store = 3287.5 ns
+T_EDGE = 4 * 256 / 20.48  # 50 ns on both edges
+T_MATMUL = 4 * 256 / 20.48 + 1 * 50 + 4 * 10 / 20.48  # 101.953125 ns
+T_OUT = 4 * 10 / 20.48  # graph output of the matmul, 1.953125 ns
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_json_by_hand(model, profile, capsys):
 def test_one_crossbar_offloads_the_conv_only(model, profile, capsys):
     assert main(["partition", model, "--host-profile", profile, "--crossbars", "1", "--solver", "highs", "--json"]) == 0
     doc = _json(capsys)
-    # conv on CIM, matmul on host: 9.375 + 3221.875 + 12.5 + 500 + 2000 (matmul 62.99 ns on CIM does not fit)
+    # conv on CIM, matmul on host: 37.5 + 3287.5 + 50 + 500 + 2000 (matmul 101.95 ns on CIM does not fit)
     assert doc["makespan_ns"] == pytest.approx(T_IN + T_CONV + T_EDGE + 500 + 2000)
     assert [o["device"] for o in doc["operators"]] == ["cim", "host", "host"]
 

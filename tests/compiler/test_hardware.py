@@ -31,7 +31,8 @@ def test_presets_are_the_papers_reference_point():
     assert arm.cim_bandwidth_bytes_per_s == arm.bus_bandwidth_bytes_per_s == 10.24e9
     for hw in (x86, arm):
         assert (hw.crossbar_rows, hw.crossbar_cols, hw.crossbars) == (256, 256, 100)
-        assert hw.mvm_latency_ns == 50.0 and hw.element_bytes == 1 and hw.host_profile is None
+        assert hw.mvm_latency_ns == 50.0 and hw.host_profile is None
+        assert hw.element_bytes is None  # each moved tensor's own size (1 byte int8, 4 float32)
     assert load_hardware() == x86
 
 
@@ -40,16 +41,22 @@ def test_overrides_and_describe():
     assert (hw.name, hw.crossbars, hw.mvm_latency_ns, hw.crossbar_rows) == ("arm", 25, 1000.0, 256)
     line = describe_hardware(hw)
     assert "25 crossbars" in line and "1 us" in line and "10.24 GB/s" in line
+    assert "b per tensor" in line and "b 2 byte(s)" in describe_hardware(load_hardware("x86", element_bytes=2))
 
 
 def test_cli_flags_override_the_preset_and_bus_bandwidth_sets_both():
     hw = HardwareArgs.parse(_args("--hw", "arm", "--crossbars", "200", "--mvm-latency", "0.5us",
-                                  "--bus-bandwidth", "5GB/s", "--crossbar-size", "128x64", "--host-profile", "h.json"))
+                                  "--bus-bandwidth", "5GB/s", "--crossbar-size", "128x64", "--host-profile", "h.json",
+                                  "--element-bytes", "1"))
     assert hw == Hardware(name="arm", crossbar_rows=128, crossbar_cols=64, crossbars=200, mvm_latency_ns=500.0,
                           cim_bandwidth_bytes_per_s=5e9, bus_bandwidth_bytes_per_s=5e9, element_bytes=1,
                           host_profile="h.json")
     assert HardwareArgs.parse(_args()) == PRESETS["x86"]
     assert HardwareArgs.parse(_args("--crossbars", "0")).crossbars == 0  # zero crossbars = CPU only
+    with pytest.raises(CimsplitError, match="--element-bytes must be an integer"):
+        HardwareArgs.parse(_args("--element-bytes", "one"))
+    with pytest.raises(CimsplitError, match="element size 0 is out of range"):
+        HardwareArgs.parse(_args("--element-bytes", "0"))
 
 
 def test_toml_sets_everything_and_resolves_the_profile_beside_it(tmp_path):

@@ -1,0 +1,153 @@
+"""Split of QDQ models: the cut lies between QuantizeLinear and DequantizeLinear (issue 12).
+
+Structure (where Q and DQ nodes go, which tensor crosses and its bytes), numbers (the
+partitions chained at onnxruntime's full optimization level equal the whole model bit
+for bit, and onnxruntime still fuses QLinearMatMul inside each partition), validity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cimsplit.passes.rewrite.split import split
+from cimsplit.runtime.devices import session_options
+
+BUS_BYTES_PER_S = 20.48e9
+
+
+def qdq_fork() -> onnx.ModelProto:
+    """A QDQ chain whose quantized tensor qa feeds a host and a CIM consumer (uint8 activations):
+
+        x[1,16] -> q_x -> dq_x -> a: MatMul(dq_w1) -> q_a -> qa
+        qa -> dq_a -> da ;  da -> b: Relu -> q_b -> dq_b -> y1      [host]
+                            da -> c: MatMul(dq_w2) -> q_c -> dq_c -> y2   [cim]
+
+    As the workload builder groups them, q_x/dq_x join a and q_a/dq_a join a
+    (operator a on the CIM), q_b/dq_b join b, q_c/dq_c join c.
+    """
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+        numpy_helper.from_array(np.array(128, np.uint8), "z"),
+        numpy_helper.from_array(np.array(0.01, np.float32), "sw"),
+        numpy_helper.from_array(np.array(0, np.int8), "zw"),
+    ]
+    for w in ("w1", "w2"):
+        inits.append(numpy_helper.from_array(rng.integers(-127, 128, (16, 16)).astype(np.int8), w))
+    q = "QuantizeLinear"
+    dq = "DequantizeLinear"
+    nodes = [
+        helper.make_node(dq, ["w1", "sw", "zw"], ["fw1"], name="dq_w1"),
+        helper.make_node(dq, ["w2", "sw", "zw"], ["fw2"], name="dq_w2"),
+        helper.make_node(q, ["x", "s", "z"], ["qx"], name="q_x"),
+        helper.make_node(dq, ["qx", "s", "z"], ["dx"], name="dq_x"),
+        helper.make_node("MatMul", ["dx", "fw1"], ["ta"], name="a"),
+        helper.make_node(q, ["ta", "s", "z"], ["qa"], name="q_a"),
+        helper.make_node(dq, ["qa", "s", "z"], ["da"], name="dq_a"),
+        helper.make_node("Relu", ["da"], ["tb"], name="b"),
+        helper.make_node(q, ["tb", "s", "z"], ["qb"], name="q_b"),
+        helper.make_node(dq, ["qb", "s", "z"], ["y1"], name="dq_b"),
+        helper.make_node("MatMul", ["da", "fw2"], ["tc"], name="c"),
+        helper.make_node(q, ["tc", "s", "z"], ["qc"], name="q_c"),
+        helper.make_node(dq, ["qc", "s", "z"], ["y2"], name="dq_c"),
+    ]
+    graph = helper.make_graph(
+        nodes, "qdq_fork", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16]) for y in ("y1", "y2")], initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+# Devices as the annotate pass gives them: each Q/DQ on its operator's device.
+FORK_DEVICES = {
+    "dq_w1": "cim", "dq_w2": "cim", "q_x": "cim", "dq_x": "cim", "a": "cim", "q_a": "cim", "dq_a": "cim",
+    "b": "host", "q_b": "host", "dq_b": "host", "c": "cim", "q_c": "cim", "dq_c": "cim",
+}
+
+
+def _session(model: onnx.ModelProto, optimized_path: str | None = None) -> ort.InferenceSession:
+    options = session_options()
+    if optimized_path:
+        options.optimized_model_filepath = optimized_path
+    return ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    session = _session(model)
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, {k: v for k, v in feeds.items() if k in {i.name for i in session.get_inputs()}})))
+
+
+def test_quantized_tensor_crosses_and_each_reader_gets_its_dequantizer() -> None:
+    result = split(qdq_fork(), FORK_DEVICES, None, BUS_BYTES_PER_S)
+    plan = result.plan
+    assert [(p.name, p.nodes, p.inputs, p.outputs) for p in plan.partitions] == [
+        # Q stays with its producer; dq_a is copied into both readers' partitions; dq_c writes
+        # a graph output, so it goes to the host, where the graph outputs live.
+        ("cim_0", ("dq_w1", "dq_w2", "q_x", "dq_x", "a", "q_a", "dq_a", "c", "q_c"), ("x",), ("qa", "qc")),
+        ("host_0", ("dq_a", "b", "q_b", "dq_b", "dq_c"), ("qa", "qc"), ("y1", "y2")),
+    ]
+    # The graph input crosses as float32 (4 bytes x 16), the quantized tensors as uint8 (1 byte x 16):
+    # latency = bytes / 20.48 bytes/ns (eq. 4).
+    assert [(t.tensor, t.src_device, t.dst_device, t.bytes, t.latency_ns) for t in plan.transfers] == [
+        ("x", "host", "cim", 64, pytest.approx(64 / 20.48)),
+        ("qa", "cim", "host", 16, pytest.approx(16 / 20.48)),
+        ("qc", "cim", "host", 16, pytest.approx(16 / 20.48)),
+    ]
+    # The copy of dq_a on the host says so.
+    host_dq = next(n for n in result.partitions["host_0"].graph.node if n.name == "dq_a")
+    cim_dq = next(n for n in result.partitions["cim_0"].graph.node if n.name == "dq_a")
+    assert result.partitions["host_0"].graph.input[0].type.tensor_type.elem_type == TensorProto.UINT8
+    assert host_dq.input[0] == cim_dq.input[0] == "qa"
+    for part in result.partitions.values():
+        onnx.checker.check_model(part, full_check=True)
+    onnx.checker.check_model(result.partitioned, full_check=True)
+
+
+def test_element_bytes_override_charges_every_crossing_tensor_alike() -> None:
+    plan = split(qdq_fork(), FORK_DEVICES, 2, BUS_BYTES_PER_S).plan
+    assert [t.bytes for t in plan.transfers] == [32, 32, 32]  # 16 elements x 2 bytes each
+
+
+def test_annotation_stamps_the_copies_with_their_partitions_device() -> None:
+    model = qdq_fork()
+    for node in model.graph.node:
+        node.metadata_props.add(key="cimsplit.device", value=FORK_DEVICES[node.name])
+    result = split(model, FORK_DEVICES, None, BUS_BYTES_PER_S)
+    for name, part in result.partitions.items():
+        assert {p.value for n in part.graph.node for p in n.metadata_props if p.key == "cimsplit.device"} == {
+            name.split("_")[0]}
+
+
+@pytest.mark.parametrize("devices", [
+    FORK_DEVICES,
+    {n: "host" for n in FORK_DEVICES},
+    {n: "cim" for n in FORK_DEVICES},
+    {**FORK_DEVICES, "b": "cim", "q_b": "cim", "dq_b": "cim", "dq_w2": "host", "c": "host", "q_c": "host", "dq_c": "host"},
+])
+def test_partitions_fuse_qlinear_and_equal_the_whole_model_bit_for_bit(devices, tmp_path) -> None:
+    model = qdq_fork()
+    result = split(model, devices, None, BUS_BYTES_PER_S)
+    x = np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32) * 3
+    expected = _run(model, {"x": x})
+    tensors = {"x": x}
+    for spec in result.plan.partitions:
+        part = result.partitions[spec.name]
+        optimized = tmp_path / f"{spec.name}.opt.onnx"
+        _session(part, str(optimized))
+        kinds = {n.op_type for n in onnx.load(optimized).graph.node}
+        # onnxruntime still forms the quantized kernels inside every partition that holds a MatMul.
+        if {"a", "c"} & set(spec.nodes):
+            assert "QLinearMatMul" in kinds and "MatMul" not in kinds, (spec.name, kinds)
+        tensors.update(_run(part, tensors))
+    for name, value in expected.items():
+        np.testing.assert_array_equal(tensors[name], value)
+    got = _run(result.partitioned, {"x": x})
+    for name, value in expected.items():
+        np.testing.assert_array_equal(got[name], value)
