@@ -6,9 +6,11 @@
 Inputs not given with ``--input`` are seeded random arrays of the plan's
 dtype and shape.  Always prints the modeled timeline (replayed from
 plan.json) and the transfers counted.  ``--check`` runs the original model
-(plan.json's path) in plain onnxruntime on the same inputs and compares:
-exit status 1 when an output differs beyond atol 1e-4 / rtol 1e-3
-(``np.allclose``).  ``--repeat N`` times N more inferences one after the
+(plan.json's path) in plain onnxruntime at the partitions' optimization level
+on the same inputs and compares: a quantized model (QDQ or QOperator) must
+give bit-identical outputs, since its partitions are cut at the quantized
+tensors; a float one must agree within atol 1e-4 / rtol 1e-3
+(``np.allclose``).  Exit status 1 otherwise.  ``--repeat N`` times N more inferences one after the
 other (latency); ``--stream N`` times N inferences pipelined, two in flight,
 so the host works on one input while the CIM works on the next (throughput).
 """
@@ -94,17 +96,16 @@ def _describe(array: np.ndarray) -> str:
 
 
 def compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
-            steps: dict[str, float] | None = None) -> list[tuple[str, float, float, bool]]:
-    """Per output: (name, largest absolute difference, largest relative difference, allclose).
+            exact: bool = False) -> list[tuple[str, float, float, bool]]:
+    """Per output: (name, largest absolute difference, largest relative difference, equal).
 
-    ``steps`` gives the quantization step of outputs that a DequantizeLinear
-    writes; for those the absolute tolerance is one step instead of ``ATOL``.
+    ``exact``: equal means bit-identical (quantized models); otherwise ``np.allclose``
+    within ``ATOL`` / ``RTOL``.
     """
-    steps = steps or {}
     rows = []
     for name, expected in ref.items():
         actual = got[name]
-        if actual.shape != expected.shape:
+        if actual.shape != expected.shape or actual.dtype != expected.dtype:
             rows.append((name, float("inf"), float("inf"), False))
             continue
         a, e = actual.astype(np.float64), expected.astype(np.float64)
@@ -112,35 +113,26 @@ def compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
         abs_diff = float(diff.max()) if diff.size else 0.0
         significant = np.abs(e) > ATOL  # relative to a value that is zero within atol means nothing
         rel_diff = float((diff[significant] / np.abs(e[significant])).max()) if significant.any() else 0.0
-        atol = max(ATOL, steps.get(name, 0.0) * (1 + 1e-6))
-        rows.append((name, abs_diff, rel_diff, bool(np.allclose(a, e, atol=atol, rtol=RTOL))))
+        if exact:
+            equal = actual.tobytes() == expected.tobytes()
+        else:
+            equal = bool(np.allclose(a, e, atol=ATOL, rtol=RTOL))
+        rows.append((name, abs_diff, rel_diff, equal))
     return rows
 
 
-def quantization_steps(model_path: str) -> dict[str, float]:
-    """Graph outputs written by a DequantizeLinear with a constant scale -> the largest step (scale).
+QUANTIZED_OPS = frozenset({
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv", "QLinearMatMul",
+    "ConvInteger", "MatMulInteger",
+})
 
-    Split quantized inference may round a value to the neighbouring step: each
-    partition is optimized by onnxruntime on its own, and it fuses a Q/DQ
-    pattern (integer arithmetic) in one place where the unsplit model computes
-    it in float, or the other way round.  One output step is then the honest
-    tolerance (DESIGN §6 states atol 1e-4 / rtol 1e-3 for float models).
-    """
+
+def is_quantized(model_path: str) -> bool:
+    """True when the model computes in integers: QDQ (Q/DQ nodes) or QOperator (QLinear*, *Integer)."""
     import onnx
-    from onnx import numpy_helper
 
     model = onnx.load(model_path, load_external_data=False)
-    constants = {t.name: t for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL}
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.output and node.attribute and node.attribute[0].name == "value":
-            constants[node.output[0]] = node.attribute[0].t
-    producers = {out: node for node in model.graph.node for out in node.output}
-    steps = {}
-    for out in model.graph.output:
-        node = producers.get(out.name)
-        if node is not None and node.op_type == "DequantizeLinear" and len(node.input) > 1 and node.input[1] in constants:
-            steps[out.name] = float(np.abs(numpy_helper.to_array(constants[node.input[1]])).max())
-    return steps
+    return any(node.op_type in QUANTIZED_OPS for node in model.graph.node)
 
 
 def reference_outputs(model_path: str, feeds: dict[str, np.ndarray], names: list[str], threads: int,
@@ -239,14 +231,13 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         ref = reference_outputs(session.manifest.model_path, feeds, list(outputs), args.threads, args.custom_op_library,
                                 frozen=session.manifest.plan.report.get("frozen_inputs"))
-        steps = quantization_steps(session.manifest.model_path)
+        exact = is_quantized(session.manifest.model_path)
         ok = True
-        print(f"check against {session.manifest.model_path} (atol {ATOL:g}, rtol {RTOL:g}; "
-              f"atol one quantization step for quantized outputs):")
-        for name, abs_diff, rel_diff, close in compare(outputs, ref, steps):
-            ok &= close
-            step = f" (quantized output, step {steps[name]:.3g})" if name in steps else ""
-            print(f"  {name}: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g}{step} {'OK' if close else 'MISMATCH'}")
+        rule = "bit-identical (quantized model)" if exact else f"atol {ATOL:g}, rtol {RTOL:g}"
+        print(f"check against {session.manifest.model_path}, onnxruntime with all optimizations ({rule}):")
+        for name, abs_diff, rel_diff, equal in compare(outputs, ref, exact):
+            ok &= equal
+            print(f"  {name}: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} {'OK' if equal else 'MISMATCH'}")
         if not ok:
             print("check failed: the split outputs differ from the original model's")
             return 1

@@ -1,6 +1,7 @@
 """`cimsplit zoo`: write a model of the zoo to an ONNX file, or list the zoo.
 
-    cimsplit zoo resnet18 -o out/resnet18.onnx [--int8] [--batch N] [--image-size S] [--seed N]
+    cimsplit zoo resnet18 -o out/resnet18.onnx [--int8 [--activations int8|uint8] [--per-tensor]]
+                 [--batch N] [--image-size S] [--seed N]
     cimsplit zoo --list      # each model with its operators and crossbars (256x256)
 
 An existing file is never replaced unless ``--force`` is given; even then the
@@ -28,6 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     OUTPUT.add_to_parser(parser)
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--int8", action="store_true", help="quantize to int8 QDQ with onnxruntime (static, seeded calibration)")
+    parser.add_argument("--activations", choices=("int8", "uint8"), default=None,
+                        help="with --int8: activation type, int8 (S8S8, the default) or uint8 (U8S8); weights are int8")
+    parser.add_argument("--per-tensor", action="store_true",
+                        help="with --int8: one weight scale per tensor (default: per output channel)")
     parser.add_argument("--batch", type=int, default=1, metavar="N", help="batch size (default 1)")
     parser.add_argument("--dynamic-batch", action="store_true", help="write a symbolic batch dim named 'batch'")
     parser.add_argument("--image-size", type=int, default=None, metavar="S", help="input side in pixels (default 224, YOLO 640)")
@@ -50,18 +55,25 @@ def run(args: argparse.Namespace) -> int:
     if not args.output:
         raise CimsplitError("no output file given", hint=f"pass -o FILE, e.g. -o {args.name}.onnx")
     zoo.describe(args.name)  # unknown names fail before touching the disk
+    if (args.activations or args.per_tensor) and not args.int8:
+        raise CimsplitError("--activations and --per-tensor choose how to quantize", hint="add --int8")
     path = OUTPUT.parse(args).path
     assert path is not None
 
     model = zoo.build(
         args.name, batch=args.batch, image_size=args.image_size, int8=args.int8, seed=args.seed,
-        dynamic_batch=args.dynamic_batch,
+        dynamic_batch=args.dynamic_batch, activations=args.activations or "int8", per_channel=not args.per_tensor,
     )
     try:
         size_bytes = write_atomic(path, model.SerializeToString())
     except OSError as exc:
         raise CimsplitError(f"cannot write {path}: {exc.strerror or exc}") from None
-    kind = "int8 QDQ" if args.int8 else "float32"
+    if args.int8:
+        from cimsplit.models.quantize import quantization_label
+
+        kind = f"int8 QDQ ({quantization_label(args.activations or 'int8', not args.per_tensor)})"
+    else:
+        kind = "float32"
     shape = "x".join(str(d.dim_value or d.dim_param) for d in model.graph.input[0].type.tensor_type.shape.dim)
     print(
         f"wrote {path}: {args.name} {kind}, input {model.graph.input[0].name} {shape}, "

@@ -11,7 +11,9 @@ The recipe is the one onnxruntime documents for CPU inference:
    and activations QInt8 ("S8S8": quantize_static's default activation
    type and the combination onnxruntime's quantization guide suggests
    trying first for QDQ; it also matches a crossbar driven with signed
-   inputs). ``QDQKeepRemovableActivations`` keeps the Relu/Clip nodes that the
+   inputs) by default; ``activations="uint8"`` gives U8S8 (uint8
+   activations, the other layout onnxruntime's CPU kernels take) and
+   ``per_channel=False`` one weight scale per tensor. ``QDQKeepRemovableActivations`` keeps the Relu/Clip nodes that the
    quantizer would otherwise fold into the quantized range, so an int8 graph
    has the same operators as its float original.
 
@@ -33,11 +35,18 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from cimsplit.models.graph_builder import IR_VERSION
 
-__all__ = ["quantize_qdq", "SeededImageReader", "CALIBRATION_SAMPLES"]
+__all__ = ["quantize_qdq", "SeededImageReader", "CALIBRATION_SAMPLES", "ACTIVATION_TYPES", "quantization_label"]
 
 log = logging.getLogger(__name__)
 
 CALIBRATION_SAMPLES = 4
+ACTIVATION_TYPES = {"int8": QuantType.QInt8, "uint8": QuantType.QUInt8}
+"""Activation type name -> onnxruntime's QuantType (weights are always QInt8)."""
+
+
+def quantization_label(activations: str = "int8", per_channel: bool = True) -> str:
+    """``S8S8 per-channel``, ``U8S8 per-tensor``, ...: activations then weights, then the weight scales."""
+    return f"{'U8' if activations == 'uint8' else 'S8'}S8 {'per-channel' if per_channel else 'per-tensor'}"
 
 
 def _input_shape(model: onnx.ModelProto) -> tuple[str, tuple[int, ...]]:
@@ -68,8 +77,15 @@ class SeededImageReader(CalibrationDataReader):
         return {self.input_name: self._rng.standard_normal(self.shape).astype(np.float32)}
 
 
-def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATION_SAMPLES) -> onnx.ModelProto:
-    """Return the int8 QDQ version of a float ``model`` (see the module docstring)."""
+def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATION_SAMPLES,
+                 activations: str = "int8", per_channel: bool = True) -> onnx.ModelProto:
+    """Return the int8 QDQ version of a float ``model`` (see the module docstring).
+
+    ``activations``: ``"int8"`` (S8S8) or ``"uint8"`` (U8S8); ``per_channel``: one weight
+    scale per output channel, else one per tensor.
+    """
+    if activations not in ACTIVATION_TYPES:
+        raise ValueError(f"activations must be one of {sorted(ACTIVATION_TYPES)}, not {activations!r}")
     input_name, shape = _input_shape(model)
     with tempfile.TemporaryDirectory(prefix="cimsplit-quant-") as tmp:
         float_path = Path(tmp) / "float.onnx"
@@ -87,9 +103,9 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
             str(int8_path),
             SeededImageReader(input_name, shape, samples, seed),
             quant_format=QuantFormat.QDQ,
-            per_channel=True,
+            per_channel=per_channel,
             weight_type=QuantType.QInt8,
-            activation_type=QuantType.QInt8,
+            activation_type=ACTIVATION_TYPES[activations],
             # Keep Relu/Clip before a QuantizeLinear (by default the quantizer folds them
             # into the quantized range): the int8 workload then has the same operators as
             # the float one, each activation fused into its producer by the front end.
@@ -99,5 +115,6 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
     quantized.ir_version = IR_VERSION
     quantized.producer_name = model.producer_name
     quantized.producer_version = model.producer_version
-    quantized.doc_string = model.doc_string + " — int8 QDQ (onnxruntime quantize_static, S8S8, per-channel weights)"
+    quantized.doc_string = (model.doc_string + " — int8 QDQ (onnxruntime quantize_static, "
+                            + quantization_label(activations, per_channel) + " weights)")
     return quantized

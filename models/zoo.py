@@ -124,12 +124,14 @@ def _positive_int(value: object, what: str, flag: str) -> int:
 
 def build(
     name: str, batch: int = 1, image_size: int | None = None, int8: bool = False, seed: int = 0,
-    dynamic_batch: bool = False,
+    dynamic_batch: bool = False, activations: str = "int8", per_channel: bool = True,
 ) -> onnx.ModelProto:
     """Build zoo model ``name`` for ``batch`` images of ``image_size`` x ``image_size``.
 
     ``dynamic_batch`` writes the symbolic dim ``batch`` instead of the number
     (``batch`` then only sizes int8 calibration, which uses batch 1).
+    ``int8`` quantizes with ``activations`` ``"int8"`` (S8S8) or ``"uint8"``
+    (U8S8) and per-channel or per-tensor weight scales (:mod:`.quantize`).
     Raises CimsplitError for an unknown name or a bad size.
     """
     entry = _entry(name)
@@ -140,13 +142,15 @@ def build(
             f"{name} needs an image size divisible by {entry.size_multiple}, got {size}",
             hint=f"try --image-size {max(entry.size_multiple, size // entry.size_multiple * entry.size_multiple)}",
         )
+    if activations not in ("int8", "uint8"):
+        raise CimsplitError(f"activations must be int8 or uint8, got {activations!r}", hint="pass --activations uint8|int8")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise CimsplitError(f"seed must be a non-negative integer, got {seed!r}", hint="pass --seed N with N >= 0")
     model = entry.builder(batch=batch, image_size=size, dynamic_batch=dynamic_batch, seed=int(seed))
     if int8:
         from cimsplit.models.quantize import quantize_qdq  # loads onnxruntime's quantizer only when asked
 
-        model = quantize_qdq(model, seed=int(seed))
+        model = quantize_qdq(model, seed=int(seed), activations=activations, per_channel=per_channel)
     return model
 
 

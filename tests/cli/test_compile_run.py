@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import cimsplit.passes.emit.artifacts as emit
 from cimsplit.cli import main
+from cimsplit.cli.run_cmd import random_inputs
 from cimsplit.runtime import Session
 
 CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
@@ -206,6 +207,17 @@ def test_same_inputs_give_the_same_files(tmp_path) -> None:
             assert file.read_bytes() == (tmp_path / "two" / file.name).read_bytes(), file.name
 
 
+def _table_profile(model: Path, folder: Path, perturb_seed: int | None = None) -> str:
+    """A deterministic host profile of ``model`` saved in ``folder`` (no measurement: CI's profile is not ours)."""
+    from cimsplit.compiler.frontend import load
+
+    from _profiles import table_profile
+
+    path = folder / f"host_{perturb_seed}.json"
+    table_profile(load(model), perturb_seed).save(path)
+    return str(path)
+
+
 @pytest.mark.parametrize("name,int8", [("resnet18", False), ("mobilenet_v2", False), ("resnet18", True), ("yolov5n", False)])
 def test_zoo_model_at_small_image_size_compiles_and_runs_equal(tmp_path, capsys, name, int8) -> None:
     model = tmp_path / f"{name}.onnx"
@@ -214,9 +226,28 @@ def test_zoo_model_at_small_image_size_compiles_and_runs_equal(tmp_path, capsys,
     out = tmp_path / "out"
     # A short time limit: the incumbent is enough here.
     assert main(["compile", str(model), "-o", str(out), "--crossbars", "100", "--mvm-latency", "50ns",
-                 "--time-limit", "5"]) == 0
+                 "--time-limit", "5", "--host-profile", _table_profile(model, tmp_path)]) == 0
     assert main(["run", str(out), "--check"]) == 0
-    assert "check passed" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "check passed" in printed and ("bit-identical" in printed) == int8
+
+
+def test_int8_model_runs_bit_identical_under_two_perturbed_profiles(tmp_path, capsys) -> None:
+    """Whatever the host profile places where, the split int8 model equals the original bit for bit
+    and copies exactly the bytes the plan charges."""
+    model = tmp_path / "resnet18.onnx"
+    assert main(["zoo", "resnet18", "-o", str(model), "--image-size", "32", "--int8"]) == 0
+    for seed in (1, 2):
+        out = tmp_path / f"out{seed}"
+        assert main(["compile", str(model), "-o", str(out), "--crossbars", "50", "--time-limit", "5",
+                     "--host-profile", _table_profile(model, tmp_path, seed)]) == 0
+        assert main(["run", str(out), "--check"]) == 0
+        assert "check passed" in capsys.readouterr().out
+        plan = json.loads((out / "plan.json").read_text())
+        with Session(out) as session:
+            session.run(random_inputs(session.input_specs, 0, {}))
+            stats = session.transfer_stats
+        assert stats.bytes == stats.modeled_bytes == sum(t["bytes"] for t in plan["transfers"]) > 0
 
 
 @pytest.mark.slow
@@ -251,13 +282,13 @@ def test_yolov5n_at_25_crossbars_is_proven_optimal_and_compiles_the_same_twice(t
     assert one == two
 
 
-def test_quantized_outputs_are_checked_to_one_quantization_step(tmp_path) -> None:
+def test_quantized_models_are_checked_bit_for_bit(tmp_path) -> None:
     """x -> q: QuantizeLinear(0.5, 0) -> dq: DequantizeLinear(0.5, 0) -> yq ;  x -> r: Relu -> yf
 
-    yq is written by a DequantizeLinear with step 0.5: a value one step off passes, two steps fail;
-    yf is a float output: 0.5 off fails (atol 1e-4, rtol 1e-3).
+    The model holds Q/DQ nodes, so --check wants every output bit-identical: one step (0.5) off
+    fails, and so does the smallest float difference; a float model allows atol 1e-4, rtol 1e-3.
     """
-    from cimsplit.cli.run_cmd import compare, quantization_steps
+    from cimsplit.cli.run_cmd import compare, is_quantized
 
     scale = numpy_helper.from_array(np.array(0.5, np.float32), "s")
     zero = numpy_helper.from_array(np.array(0, np.int8), "z")
@@ -269,12 +300,14 @@ def test_quantized_outputs_are_checked_to_one_quantization_step(tmp_path) -> Non
                                helper.make_tensor_value_info("yf", TensorProto.FLOAT, [4])], initializer=[scale, zero])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, tmp_path / "qdq.onnx")
-    steps = quantization_steps(str(tmp_path / "qdq.onnx"))
-    assert steps == {"yq": 0.5}
+    assert is_quantized(str(tmp_path / "qdq.onnx")) and not is_quantized(tiny_cnn(tmp_path))
     ref = {"yq": np.array([0.0, 0.5, 1.0, 1.5], np.float32), "yf": np.array([0.0, 0.5, 1.0, 1.5], np.float32)}
+    same = {k: v.copy() for k, v in ref.items()}
     one_step = {"yq": ref["yq"] + np.array([0, 0.5, 0, 0], np.float32), "yf": ref["yf"]}
-    two_steps = {"yq": ref["yq"] + np.array([0, 1.0, 0, 0], np.float32), "yf": ref["yf"] + np.float32(0.5)}
-    assert [row[3] for row in compare(one_step, ref, steps)] == [True, True]
-    assert [row[3] for row in compare(two_steps, ref, steps)] == [False, False]
-    # max abs diff 1.0 on yq; relative to 0.5 at that element: 2.0
-    assert compare(two_steps, ref, steps)[0][1:3] == (1.0, 2.0)
+    one_ulp = {"yq": ref["yq"], "yf": np.nextafter(ref["yf"], np.float32(2))}
+    assert [row[3] for row in compare(same, ref, exact=True)] == [True, True]
+    assert [row[3] for row in compare(one_step, ref, exact=True)] == [False, True]
+    assert [row[3] for row in compare(one_ulp, ref, exact=True)] == [True, False]
+    assert [row[3] for row in compare(one_ulp, ref, exact=False)] == [True, True]  # float: within 1e-4
+    # max abs diff 0.5 on yq; relative to 0.5 at that element: 1.0
+    assert compare(one_step, ref, exact=True)[0][1:3] == (0.5, 1.0)

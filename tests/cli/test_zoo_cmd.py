@@ -83,11 +83,21 @@ def test_subprocess_int8_dynamic_batch(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(f"wrote {out}: yolov5n int8 QDQ, input images batchx3x64x64")
+    assert proc.stdout.startswith(f"wrote {out}: yolov5n int8 QDQ (S8S8 per-channel), input images batchx3x64x64")
     model = onnx.load(out)
     assert any(n.op_type == "QuantizeLinear" for n in model.graph.node)
     (boxes,) = run(model, batch=2)  # the symbolic batch dim takes any batch
     assert boxes.shape == (2, 3 * (8 * 8 + 4 * 4 + 2 * 2), 85)
+
+
+def test_quantizer_configuration_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "u8.onnx"
+    argv = ["zoo", "resnet18", "--image-size", "32", "-o", str(out), "--int8", "--activations", "uint8", "--per-tensor"]
+    assert main(argv) == 0
+    assert "resnet18 int8 QDQ (U8S8 per-tensor)" in capsys.readouterr().out
+    assert main(["zoo", "resnet18", "-o", str(tmp_path / "f.onnx"), "--activations", "uint8"]) == 2
+    assert "add --int8" in capsys.readouterr().err
+    assert not (tmp_path / "f.onnx").exists()
 
 
 def test_subprocess_unknown_name_exits_2(tmp_path: Path) -> None:

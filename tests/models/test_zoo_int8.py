@@ -71,3 +71,16 @@ def test_int8_other_models_run(name: str, size: int) -> None:
     (out,) = run(model)
     assert_sane(out)
 
+
+
+def test_u8s8_per_tensor_configuration() -> None:
+    model = zoo.build("resnet18", image_size=32, int8=True, activations="uint8", per_channel=False)
+    inits = {t.name: t for t in model.graph.initializer}
+    # U8S8: every activation QuantizeLinear has a uint8 zero point; weights stay int8, one scale each.
+    zero_points = {inits[n.input[2]].data_type for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    assert zero_points == {onnx.TensorProto.UINT8}
+    conv1 = next(n for n in model.graph.node if n.op_type == "Conv")
+    weight_dq = next(n for n in model.graph.node if n.output[0] == conv1.input[1])
+    assert inits[weight_dq.input[0]].data_type == onnx.TensorProto.INT8
+    assert list(inits[weight_dq.input[1]].dims) == []  # one scale for the whole tensor
+    assert "U8S8 per-tensor" in model.doc_string

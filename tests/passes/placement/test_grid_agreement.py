@@ -17,12 +17,12 @@ import functools
 
 import onnx
 import pytest
+from _profiles import table_profile
 from _solvers import gurobi_unavailable_reason
 
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
-from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.models import zoo
 from cimsplit.passes.placement.driver import place, problem_from_costs
 from cimsplit.passes.placement.options import SolveOptions
@@ -30,24 +30,6 @@ from cimsplit.passes.placement.options import SolveOptions
 CROSSBARS = (25, 50, 100, 200)
 MVM_NS = (50.0, 1000.0)
 REL_TOL = 1e-6
-
-
-def table_profile(loaded) -> HostProfile:
-    """The deterministic host table of the module docstring, on each operator's first node."""
-    out_elements: dict[str, int] = {}
-    for edge in loaded.workload.edges:
-        out_elements[edge.src] = out_elements.get(edge.src, 0) + edge.elements
-    nodes = {}
-    for op in loaded.workload.operators:
-        if op.cim_capable:
-            t_ns = 100.0 + 0.05 * op.m * op.n * op.n_mvm
-        else:
-            t_ns = 300.0 + 0.25 * out_elements.get(op.name, 0)
-        for i, node in enumerate(op.nodes):
-            median = t_ns if i == 0 else 0.0
-            nodes[node] = {"median_ns": median, "p10_ns": median, "p90_ns": median, "op_type": op.op_type, "samples": 1}
-    return HostProfile(format_version=FORMAT_VERSION, fingerprint=loaded.fingerprint, ort_version="table",
-                       cpu="table", threads=1, runs=1, warmup=0, nodes=nodes, model_median_ns={})
 
 
 @functools.cache

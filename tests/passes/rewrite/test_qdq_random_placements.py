@@ -1,0 +1,113 @@
+"""Property: any host/CIM assignment of a QDQ model splits into partitions whose outputs
+equal the whole model's bit for bit, and the runtime copies exactly the bytes the plan charges.
+
+The assignments are drawn at random (not the optimum of some profile), so no host
+profile can find a placement that breaks the equality.  The graph has Conv, Gemm, Add,
+Concat, a residual and one quantized tensor read by three consumers; it is quantized by
+onnxruntime's ``quantize_static`` in the four configurations of issue 12 (U8S8 and S8S8,
+per-tensor and per-channel weight scales).
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from cimsplit.compiler.costs import build_costs
+from cimsplit.compiler.frontend import load
+from cimsplit.compiler.hardware import load_hardware
+from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.passes.fixed_placement import fixed_assignment
+from cimsplit.passes.placement.driver import problem_from_costs
+from cimsplit.runtime import Session
+from cimsplit.runtime.devices import session_options
+
+from _profiles import table_profile
+
+CONFIGS = [(act, per_channel) for act in ("uint8", "int8") for per_channel in (False, True)]
+
+
+def residual_net() -> onnx.ModelProto:
+    """
+      x[1,3,8,8] -> c1: Conv 3->8 3x3 -> r1: Relu -> t1
+      t1 -> c2: Conv 8->8 3x3 -> t2 ;  t1 -> c3: Conv 8->8 1x1 -> t3    (t1 read three times)
+      cat: Concat(t2, t3) -> c4: Conv 16->8 1x1 -> t5 ;  add: Add(t5, t1) -> r2: Relu     (residual)
+      -> gap: GlobalAveragePool -> flat: Flatten -> fc: Gemm 8->10 -> y[1,10]
+    """
+    rng = np.random.default_rng(0)
+    shapes = {"w1": (8, 3, 3, 3), "w2": (8, 8, 3, 3), "w3": (8, 8, 1, 1), "w4": (8, 16, 1, 1), "fw": (10, 8)}
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.4).astype(np.float32), n) for n, s in shapes.items()]
+    inits += [numpy_helper.from_array((rng.standard_normal(s[0]) * 0.1).astype(np.float32), f"b{n}") for n, s in shapes.items()]
+    conv = "Conv"
+    nodes = [
+        helper.make_node(conv, ["x", "w1", "bw1"], ["c1"], name="c1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["t1"], name="r1"),
+        helper.make_node(conv, ["t1", "w2", "bw2"], ["t2"], name="c2", pads=[1, 1, 1, 1]),
+        helper.make_node(conv, ["t1", "w3", "bw3"], ["t3"], name="c3"),
+        helper.make_node("Concat", ["t2", "t3"], ["t4"], name="cat", axis=1),
+        helper.make_node(conv, ["t4", "w4", "bw4"], ["t5"], name="c4"),
+        helper.make_node("Add", ["t5", "t1"], ["t6"], name="add"),
+        helper.make_node("Relu", ["t6"], ["t7"], name="r2"),
+        helper.make_node("GlobalAveragePool", ["t7"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+        helper.make_node("Gemm", ["f", "fw", "bfw"], ["y"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@functools.lru_cache(maxsize=None)
+def quantized(config: int) -> tuple[str, object]:
+    """(path, loaded front-end model) of the residual net in quantizer configuration ``config``."""
+    from cimsplit.models.quantize import quantize_qdq
+
+    activations, per_channel = CONFIGS[config]
+    folder = Path(tempfile.mkdtemp(prefix="cimsplit-qdq-prop-"))
+    path = folder / f"residual_{activations}_{per_channel}.onnx"
+    onnx.save(quantize_qdq(residual_net(), activations=activations, per_channel=per_channel), path)
+    return str(path), load(path)
+
+
+@st.composite
+def assignments(draw):
+    config = draw(st.integers(0, len(CONFIGS) - 1))
+    _, loaded = quantized(config)
+    on_host = [not op.cim_capable or draw(st.booleans()) for op in loaded.workload.operators]
+    return config, on_host
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(assignments())
+def test_random_assignments_split_bit_identical_and_copy_the_planned_bytes(case) -> None:
+    config, on_host = case
+    path, loaded = quantized(config)
+    hardware = load_hardware("x86", crossbars=1000)
+    costs = build_costs(loaded.workload, hardware, table_profile(loaded))
+    result = fixed_assignment(problem_from_costs(loaded.workload, costs), on_host)
+    built = build_artifacts(loaded.model, loaded.workload, result, hardware, model_path=path,
+                            fingerprint=loaded.fingerprint)
+    x = np.random.default_rng(config).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    reference = ort.InferenceSession(path, sess_options=session_options(), providers=["CPUExecutionProvider"])
+    (expected,) = reference.run(["y"], {"x": x})
+    with tempfile.TemporaryDirectory() as tmp:
+        out = write_artifacts(Path(tmp) / "out", built)
+        with Session(out) as session:
+            got = session.run({"x": x})["y"]
+            stats = session.transfer_stats
+    assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+    assert stats.bytes == stats.modeled_bytes == sum(t["bytes"] for t in built.plan["transfers"])
+    # Every crossing tensor but the float graph input and output is a quantized one (1 byte per element).
+    for transfer in built.plan["transfers"]:
+        if transfer["tensor"] not in ("x", "y"):
+            assert transfer["tensor"].endswith("_QuantizeLinear_Output"), transfer
