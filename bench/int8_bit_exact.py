@@ -85,13 +85,13 @@ def main() -> int:
                     ref = reference_outputs(str(model_path), feeds, list(got), 1)
                     exact = all(got[k].dtype == ref[k].dtype and got[k].tobytes() == ref[k].tobytes() for k in ref)
                     diff = max(float(np.abs(got[k].astype(np.float64) - ref[k]).max()) for k in ref)
-                    planned = sum(t["bytes"] for t in built.plan["transfers"])
+                    planned = sum(t.bytes for t in built.plan.transfers)
                     ok = exact and stats.bytes == planned == stats.modeled_bytes
                     failures += not ok
                     rows += 1
                     say(f"{name:<13} {label:<19} {crossbars:>4} {len(loaded.workload.operators):>4} "
-                        f"{built.plan['operators_on_cim']:>4} {len(built.plan['partitions']):>5} "
-                        f"{len(built.plan['transfers']):>5} {planned:>10} {stats.bytes:>10} {diff:>12.3g} "
+                        f"{result.schedule.on_host.count(False):>4} {len(built.plan.partitions):>5} "
+                        f"{len(built.plan.transfers):>5} {planned:>10} {stats.bytes:>10} {diff:>12.3g} "
                         f"{'yes' if exact else 'NO':<9} {time.perf_counter() - start:>5.1f}s")
     say(f"{rows - failures} of {rows} cases bit-identical with bytes copied == bytes planned")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -106,8 +106,8 @@ def test_random_assignments_split_bit_identical_and_copy_the_planned_bytes(case)
             got = session.run({"x": x})["y"]
             stats = session.transfer_stats
     assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
-    assert stats.bytes == stats.modeled_bytes == sum(t["bytes"] for t in built.plan["transfers"])
+    assert stats.bytes == stats.modeled_bytes == sum(t.bytes for t in built.plan.transfers)
     # Every crossing tensor but the float graph input and output is a quantized one (1 byte per element).
-    for transfer in built.plan["transfers"]:
-        if transfer["tensor"] not in ("x", "y"):
-            assert transfer["tensor"].endswith("_QuantizeLinear_Output"), transfer
+    for transfer in built.plan.transfers:
+        if transfer.tensor not in ("x", "y"):
+            assert transfer.tensor.endswith("_QuantizeLinear_Output"), transfer
