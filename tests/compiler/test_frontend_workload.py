@@ -179,6 +179,23 @@ def test_int8_qdq_matches_float(tmp_path: Path, builder) -> None:  # noqa: ANN00
     assert not fused & set(int8_w.constant_nodes)
 
 
+def test_bytes_are_those_of_the_tensors_moved(tmp_path: Path) -> None:
+    """clean_cnn: float32 moves 4 bytes per element; its QDQ version moves the int8 tensor before
+    each activation DequantizeLinear (1 byte), but the float graph input and output stay 4."""
+    conv, flatten, gemm = load(save(clean_cnn(), tmp_path)).workload.operators
+    edges = load(save(clean_cnn(), tmp_path)).workload.edges
+    assert [(e.elements, e.bytes) for e in edges] == [(256, 4 * 256), (256, 4 * 256)]
+    assert (conv.in_bytes, conv.out_bytes, conv.graph_input_bytes) == (4 * 192, 4 * 256, 4 * 192)
+    assert (gemm.in_bytes, gemm.out_bytes, gemm.graph_output_bytes) == (4 * 256, 4 * 10, 4 * 10)
+    int8 = load(quantize_qdq(clean_cnn(), tmp_path)).workload
+    conv, flatten, gemm = int8.operators
+    assert [(e.elements, e.bytes) for e in int8.edges] == [(256, 256), (256, 256)]
+    # x (float) -> Q -> DQ -> Conv: the float graph input crosses, the Q runs with the conv
+    assert (conv.in_bytes, conv.out_bytes, conv.graph_input_bytes) == (4 * 192, 256, 4 * 192)
+    # Gemm -> Q -> DQ -> y: the DQ of the graph output runs on the host, the int8 tensor crosses
+    assert (gemm.in_bytes, gemm.out_bytes, gemm.graph_output_bytes) == (256, 10, 10)
+
+
 # x -> Q -> DQ --+--> Conv a
 #                +--> Conv b        (two readers: the Q/DQ pair stays a host operator)
 def test_qdq_on_graph_input_with_two_readers_stays_on_host(tmp_path: Path) -> None:
