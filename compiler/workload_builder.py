@@ -25,12 +25,12 @@ from collections import defaultdict
 import onnx
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS, constant_tensors, is_quantize_node
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.fusion import Graph, Group, activation_inputs, group_nodes, is_transparent
 from cimsplit.compiler.im2col import Lowering, is_gemm_node, lower
 from cimsplit.compiler.simplify import tensor_shapes
 from cimsplit.compiler.toposort import stable_topological_order
 from cimsplit.compiler.workload import Edge, Operator, Workload
+from cimsplit.errors import CimsplitError
 
 __all__ = ["build_workload"]
 

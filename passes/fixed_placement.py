@@ -15,13 +15,13 @@ from collections.abc import Mapping
 
 import onnx
 
+from cimsplit.compiler.costs import moved_bytes, transfer_ns
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.workload import Edge, Operator, Workload
-from cimsplit.compiler.costs import moved_bytes, transfer_ns
-from cimsplit.passes.rewrite.graph_utils import element_bytes_of, elements, node_inputs, value_infos
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult, SolverStats
 from cimsplit.passes.placement.simulate import simulate
+from cimsplit.passes.rewrite.graph_utils import element_bytes_of, elements, node_inputs, value_infos
 
 __all__ = ["fixed_placement", "fixed_assignment"]
 

@@ -209,9 +209,9 @@ def test_same_inputs_give_the_same_files(tmp_path) -> None:
 
 def _table_profile(model: Path, folder: Path, perturb_seed: int | None = None) -> str:
     """A deterministic host profile of ``model`` saved in ``folder`` (no measurement: CI's profile is not ours)."""
-    from cimsplit.compiler.frontend import load
-
     from _profiles import table_profile
+
+    from cimsplit.compiler.frontend import load
 
     path = folder / f"host_{perturb_seed}.json"
     table_profile(load(model), perturb_seed).save(path)

@@ -7,10 +7,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-
-from cimsplit.compiler.frontend import load
-from cimsplit.compiler.workload import Workload
-
 from graphs import (
     clean_cnn,
     control_flow_and_custom,
@@ -23,6 +19,9 @@ from graphs import (
     silu_net,
     weights,
 )
+
+from cimsplit.compiler.frontend import load
+from cimsplit.compiler.workload import Workload
 
 
 def gemm_view(workload: Workload) -> list[tuple]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+from _profiles import table_profile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -29,8 +30,6 @@ from cimsplit.passes.fixed_placement import fixed_assignment
 from cimsplit.passes.placement.driver import problem_from_costs
 from cimsplit.runtime import Session
 from cimsplit.runtime.devices import session_options
-
-from _profiles import table_profile
 
 CONFIGS = [(act, per_channel) for act in ("uint8", "int8") for per_channel in (False, True)]
 
@@ -67,7 +66,7 @@ def residual_net() -> onnx.ModelProto:
     return model
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def quantized(config: int) -> tuple[str, object]:
     """(path, loaded front-end model) of the residual net in quantizer configuration ``config``."""
     from cimsplit.models.quantize import quantize_qdq
