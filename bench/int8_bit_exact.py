@@ -34,6 +34,7 @@ from cimsplit.models.quantize import quantization_label
 from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
 from cimsplit.passes.emit.report import result_to_json
 from cimsplit.passes.placement.driver import place, problem_from_costs
+from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.runtime import Session
 
 CONFIGS = [(act, per_channel) for act in ("uint8", "int8") for per_channel in (False, True)]
@@ -73,7 +74,7 @@ def main() -> int:
                     start = time.perf_counter()
                     hardware = load_hardware("x86", crossbars=crossbars, mvm_latency_ns=50.0)
                     costs = build_costs(loaded.workload, hardware, profile)
-                    result = place(problem_from_costs(loaded.workload, costs), time_limit_s=args.time_limit)
+                    result = place(problem_from_costs(loaded.workload, costs), SolveOptions(time_limit_s=args.time_limit))
                     built = build_artifacts(loaded.model, loaded.workload, result, hardware,
                                             model_path=str(model_path), fingerprint=loaded.fingerprint,
                                             report=result_to_json(result, loaded.workload, costs, profile=profile))
