@@ -87,6 +87,14 @@ def session_options(threads: int = 1, *, shared_arena: bool = False,
     (:func:`_register_shared_arena`) instead of an arena of its own, tensor
     by tensor (no memory pattern).  ``custom_op_libraries`` are shared libraries
     registering custom operators (``run --custom-op-library``).
+
+    int8 QDQ pairs stay int8 (``session.qdqisint8allowed``): on x86 onnxruntime
+    otherwise rewrites every int8 QuantizeLinear -> DequantizeLinear pair to
+    uint8 (zero point + 128), which it can do for a pair inside one model but
+    not for one cut between two partitions, so the split and the whole model
+    would run different kernels (U8S8 ones round and saturate differently) and
+    an S8S8 model would differ by a quantization step.  With the pairs left
+    alone both run the same S8S8 kernels and agree bit for bit.
     """
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -94,6 +102,7 @@ def session_options(threads: int = 1, *, shared_arena: bool = False,
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = ort_log_severity()
+    options.add_session_config_entry("session.qdqisint8allowed", "1")
     for library in custom_op_libraries:
         try:
             options.register_custom_ops_library(str(library))

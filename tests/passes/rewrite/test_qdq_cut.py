@@ -19,8 +19,9 @@ from cimsplit.runtime.devices import session_options
 BUS_BYTES_PER_S = 20.48e9
 
 
-def qdq_fork() -> onnx.ModelProto:
-    """A QDQ chain whose quantized tensor qa feeds a host and a CIM consumer (uint8 activations):
+def qdq_fork(activations: type = np.uint8) -> onnx.ModelProto:
+    """A QDQ chain whose quantized tensor qa feeds a host and a CIM consumer (uint8 activations,
+    or int8 with ``activations=np.int8``):
 
         x[1,16] -> q_x -> dq_x -> a: MatMul(dq_w1) -> q_a -> qa
         qa -> dq_a -> da ;  da -> b: Relu -> q_b -> dq_b -> y1      [host]
@@ -32,7 +33,7 @@ def qdq_fork() -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     inits = [
         numpy_helper.from_array(np.array(0.05, np.float32), "s"),
-        numpy_helper.from_array(np.array(128, np.uint8), "z"),
+        numpy_helper.from_array(np.array(128 if activations == np.uint8 else 0, activations), "z"),
         numpy_helper.from_array(np.array(0.01, np.float32), "sw"),
         numpy_helper.from_array(np.array(0, np.int8), "zw"),
     ]
@@ -125,14 +126,15 @@ def test_annotation_stamps_the_copies_with_their_partitions_device() -> None:
             name.split("_")[0]}
 
 
+@pytest.mark.parametrize("activations", [np.uint8, np.int8])
 @pytest.mark.parametrize("devices", [
     FORK_DEVICES,
     {n: "host" for n in FORK_DEVICES},
     {n: "cim" for n in FORK_DEVICES},
     {**FORK_DEVICES, "b": "cim", "q_b": "cim", "dq_b": "cim", "dq_w2": "host", "c": "host", "q_c": "host", "dq_c": "host"},
 ])
-def test_partitions_fuse_qlinear_and_equal_the_whole_model_bit_for_bit(devices, tmp_path) -> None:
-    model = qdq_fork()
+def test_partitions_fuse_qlinear_and_equal_the_whole_model_bit_for_bit(devices, activations, tmp_path) -> None:
+    model = qdq_fork(activations)
     result = split(model, devices, None, BUS_BYTES_PER_S)
     x = np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32) * 3
     expected = _run(model, {"x": x})
@@ -151,3 +153,14 @@ def test_partitions_fuse_qlinear_and_equal_the_whole_model_bit_for_bit(devices, 
     got = _run(result.partitioned, {"x": x})
     for name, value in expected.items():
         np.testing.assert_array_equal(got[name], value)
+
+
+def test_int8_pairs_stay_int8_in_every_session(tmp_path) -> None:
+    """On x86 onnxruntime would rewrite int8 Q/DQ pairs to uint8 in the whole model but cannot for a
+    pair cut between partitions; the runtime's options keep them int8 everywhere, so both run alike."""
+    optimized = tmp_path / "whole.opt.onnx"
+    _session(qdq_fork(np.int8), str(optimized))
+    model = onnx.load(optimized)
+    inits = {t.name: t for t in model.graph.initializer}
+    zero_points = {inits[n.input[2]].data_type for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    assert zero_points == {TensorProto.INT8}
