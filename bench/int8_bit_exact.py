@@ -43,7 +43,7 @@ CONFIGS = [(act, per_channel) for act in ("uint8", "int8") for per_channel in (F
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image-size", type=int, default=64, help="input side (default 64; 0: each model's own)")
-    parser.add_argument("--models", default=",".join(zoo.NAMES))
+    parser.add_argument("--models", default="resnet18,resnet50,mobilenet_v2,yolov5n")
     parser.add_argument("--crossbars", default="25,50,100,200")
     parser.add_argument("--time-limit", type=float, default=5.0, help="solver time limit per compile, s")
     parser.add_argument("--out", default="bench/results/int8_bit_exact.txt", help="where the table is saved too")
