@@ -31,8 +31,9 @@ from cimsplit.compiler.hardware import load_hardware
 from cimsplit.compiler.host_profile import cached_profile
 from cimsplit.models import zoo
 from cimsplit.models.quantize import quantization_label
-from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.passes.emit.artifacts import write_artifacts
 from cimsplit.passes.emit.report import result_to_json
+from cimsplit.passes.pipeline import build_artifacts
 from cimsplit.passes.placement.driver import place, problem_from_costs
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.runtime import Session

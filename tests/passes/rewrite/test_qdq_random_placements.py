@@ -25,8 +25,9 @@ from onnx import TensorProto, helper, numpy_helper
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
-from cimsplit.passes.emit.artifacts import build_artifacts, write_artifacts
+from cimsplit.passes.emit.artifacts import write_artifacts
 from cimsplit.passes.fixed_placement import fixed_assignment
+from cimsplit.passes.pipeline import build_artifacts
 from cimsplit.passes.placement.driver import problem_from_costs
 from cimsplit.runtime import Session
 from cimsplit.runtime.devices import session_options
