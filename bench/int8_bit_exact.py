@@ -28,7 +28,7 @@ from cimsplit.cli.run_cmd import random_inputs, reference_outputs
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
-from cimsplit.compiler.host_profile import cached_profile
+from cimsplit.compiler.profile_cache import cached_profile
 from cimsplit.models import zoo
 from cimsplit.models.quantize import quantization_label
 from cimsplit.passes.emit.artifacts import write_artifacts

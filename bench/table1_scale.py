@@ -56,7 +56,7 @@ def zoo_problem(name: str, hw: str, crossbars: int, mvm_latency_ns: float) -> Pl
     from cimsplit.compiler.costs import build_costs
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.hardware import load_hardware
-    from cimsplit.compiler.host_profile import cached_profile
+    from cimsplit.compiler.profile_cache import cached_profile
     from cimsplit.models import zoo
     from cimsplit.passes.placement.driver import problem_from_costs
 

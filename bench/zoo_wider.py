@@ -39,7 +39,7 @@ def zoo_problems(name: str, hw: str, points: list[tuple[int, float]]) -> list[tu
     from cimsplit.compiler.costs import build_costs
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.hardware import load_hardware
-    from cimsplit.compiler.host_profile import cached_profile
+    from cimsplit.compiler.profile_cache import cached_profile
     from cimsplit.models import zoo
     from cimsplit.passes.placement.driver import problem_from_costs
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from cimsplit.compiler.costs import Costs, EdgeCost, IoTransfer, OperatorCost, build_costs
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.frontend import LoadedModel, load, parse_input_shapes
 from cimsplit.compiler.hardware import PRESETS, Hardware, load_hardware
-from cimsplit.compiler.host_profile import HostProfile, cached_profile, profile_model
+from cimsplit.compiler.host_profile import HostProfile, profile_model
+from cimsplit.compiler.profile_cache import cached_profile
 from cimsplit.compiler.workload import Edge, Operator, Workload
+from cimsplit.errors import CimsplitError
 
 __all__ = [
     "CimsplitError",

@@ -104,7 +104,7 @@ def predicted_profile(loaded: _Loaded, host_model: HostModel, *, allow_unpredict
                      "to profile those operators on this machine",
             )
         if measured is None:
-            from cimsplit.compiler.host_profile import cached_profile
+            from cimsplit.compiler.profile_cache import cached_profile
 
             measured = cached_profile(loaded, threads=host_model.threads)
         by_name = {op.name: op for op in loaded.workload.operators}

@@ -32,8 +32,9 @@ from cimsplit.compiler.costs import Costs, build_costs
 from cimsplit.compiler.frontend import LoadedModel, ModelSpec, load
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.host_prediction import host_costs
-from cimsplit.compiler.host_profile import HostProfile, host_profile_for
+from cimsplit.compiler.host_profile import HostProfile
 from cimsplit.compiler.opaque import opaque_latencies
+from cimsplit.compiler.profile_cache import host_profile_for
 from cimsplit.compiler.workload import Workload
 from cimsplit.errors import CimsplitError
 from cimsplit.passes.emit.artifacts import CompileArtifacts

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import onnx
 
 from cimsplit.compiler.workload import Workload
-from cimsplit.passes.rewrite.graph_utils import consumers_by_tensor
 from cimsplit.passes.placement.result import Schedule
+from cimsplit.passes.rewrite.graph_utils import consumers_by_tensor
 
 __all__ = [
     "HOST",

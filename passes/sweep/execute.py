@@ -77,7 +77,8 @@ def _dask(tasks: Sequence[PointTask], address: str) -> Iterator[tuple[int, dict[
     try:
         client = Client(address, timeout="20s")
     except (OSError, TimeoutError, ValueError) as exc:
-        raise CimsplitError(f"cannot connect to the Dask scheduler at {address!r}: {exc}", hint="check --scheduler ADDRESS, e.g. tcp://host:8786") from None
+        raise CimsplitError(f"cannot connect to the Dask scheduler at {address!r}: {exc}",
+                            hint="check --scheduler ADDRESS, e.g. tcp://host:8786") from None
     futures = []
     try:
         log.info("sweep: %d points on Dask scheduler %s", len(tasks), address)

@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from itertools import product
 
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.units import parse_time_ns
+from cimsplit.errors import CimsplitError
 
 __all__ = [
     "PAPER_MODELS",

@@ -160,7 +160,8 @@ def resolve_hosts(specs: Sequence[str], host_profiles: Mapping[str, str],
 
 
 def _host_profile(host: HostSpec, model_label: str, loaded: Any) -> Any:
-    from cimsplit.compiler.host_profile import HostProfile, cached_profile, check_fingerprint
+    from cimsplit.compiler.host_profile import HostProfile, check_fingerprint
+    from cimsplit.compiler.profile_cache import cached_profile
 
     if host.model is not None:
         from cimsplit.compiler.host_model import HostModel

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from graphs import clean_cnn, control_flow_and_custom, conv_weight_input, pytorch_style, save
 
 from cimsplit.cli import main
-
-from graphs import clean_cnn, control_flow_and_custom, conv_weight_input, pytorch_style, save
 
 CIMSPLIT = Path(sys.executable).with_name("cimsplit")
 

@@ -8,13 +8,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from graphs import clean_cnn, pytorch_style, save
 from onnx import numpy_helper
 
 from cimsplit.cli import main
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.frontend import load, parse_input_shapes
-
-from graphs import clean_cnn, parse, pytorch_style, save
+from cimsplit.errors import CimsplitError
 
 
 def run_cli_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

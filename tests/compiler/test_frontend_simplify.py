@@ -7,11 +7,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+from graphs import clean_cnn, control_flow_and_custom, pytorch_style, quantize_qdq, save, silu_net
 
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.simplify import name_nodes, tensor_shapes
-
-from graphs import clean_cnn, control_flow_and_custom, pytorch_style, quantize_qdq, save, silu_net
 
 
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -17,13 +17,12 @@ from cimsplit.compiler.host_profile import (
     FORMAT_VERSION,
     PROFILED_HERE,
     HostProfile,
-    cache_dir,
-    cached_profile,
     check_fingerprint,
     operator_latencies,
     profile_onnx,
 )
 from cimsplit.compiler.ort_profiler import random_inputs
+from cimsplit.compiler.profile_cache import cache_dir, cached_profile
 from cimsplit.compiler.workload import Operator, Workload
 from cimsplit.errors import CimsplitError
 
@@ -307,6 +306,7 @@ def test_for_model_rekeys_a_profile_of_renamed_nodes_by_position():
 def test_cache_measures_a_suspect_profile_once_more_and_keeps_the_better(tmp_path, monkeypatch):
     """The measured figures are stood in for by hand-made profiles: what is tested is the decision, not a timing."""
     import cimsplit.compiler.host_profile as host_profile
+    import cimsplit.compiler.profile_cache as profile_cache
 
     monkeypatch.setenv("CIMSPLIT_CACHE_DIR", str(tmp_path / "cache"))
     bad, good = hand_profile({"conv": 2e6}, 1e6), hand_profile({"conv": 1.1e6}, 1e6)
@@ -318,7 +318,7 @@ def test_cache_measures_a_suspect_profile_once_more_and_keeps_the_better(tmp_pat
         return replace(next(measured), fingerprint=loaded.fingerprint, cpu=host_profile.cpu_model(),
                        ort_version=host_profile.ort.__version__)
 
-    monkeypatch.setattr(host_profile, "profile_model", fake_profile_model)
+    monkeypatch.setattr(profile_cache, "profile_model", fake_profile_model)
     first = cached_profile(Loaded(model=tiny_model(), fingerprint="fp-1", input_shapes={}))
     assert len(calls) == 2 and first.nodes["conv"]["median_ns"] == 1.1e6 and first.warnings == ()
     second = cached_profile(Loaded(model=tiny_model(), fingerprint="fp-2", input_shapes={}))

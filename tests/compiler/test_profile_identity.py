@@ -9,7 +9,8 @@ from graphs import clean_cnn, save
 
 from cimsplit.cli import main
 from cimsplit.compiler.frontend import load
-from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile, cache_dir
+from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
+from cimsplit.compiler.profile_cache import cache_dir
 
 FAST = ["--crossbars", "4", "--solver", "highs", "--time-limit", "5"]
 

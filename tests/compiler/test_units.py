@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cimsplit.errors import CimsplitError
 from cimsplit.compiler.units import format_bandwidth, format_time_ns, parse_bandwidth, parse_crossbar_size, parse_time_ns
+from cimsplit.errors import CimsplitError
 
 
 @pytest.mark.parametrize(

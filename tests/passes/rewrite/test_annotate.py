@@ -8,6 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.workload import Operator, Workload
+from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.rewrite.annotate import (
     NodePlacement,
     annotate,
@@ -15,7 +16,6 @@ from cimsplit.passes.rewrite.annotate import (
     placements_from_schedule,
     read_annotations,
 )
-from cimsplit.passes.placement.result import Schedule
 
 
 def _op(name: str, nodes: tuple[str, ...]) -> Operator:

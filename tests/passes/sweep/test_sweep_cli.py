@@ -21,8 +21,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler import frontend
 from cimsplit.cli import main
+from cimsplit.compiler import frontend
 from cimsplit.compiler.host_profile import profile_model
 from cimsplit.models import zoo
 from cimsplit.passes.sweep.run import SweepObserver, SweepSpec, run_sweep
