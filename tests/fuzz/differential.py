@@ -24,9 +24,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from cimsplit.runtime.devices import session_options
+
 BUDGETS = (0, 2, 10, 1000)
 ATOL, RTOL = 1e-4, 1e-3
-INT8_BIT_EXACT = False
+INT8_BIT_EXACT = True
 """Whether int8 mismatches are failures of their own class ``int8-mismatch`` (until QDQ cuts move to
 the quantized tensors, branch int8cut) or ordinary ``mismatch`` failures."""
 
@@ -81,10 +83,8 @@ def _feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
 
 
 def _ort_run(model_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3
-    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    """The reference `run --check` uses: the runtime's own session options (int8 Q/DQ pairs stay int8)."""
+    session = ort.InferenceSession(str(model_path), session_options(1), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, feeds)))
 
