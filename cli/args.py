@@ -71,6 +71,10 @@ class HardwareArgs:
         group.add_argument("--crossbar-size", metavar="RxC", help="crossbar rows x columns, e.g. 256x256")
         group.add_argument("--element-bytes", metavar="B",
                            help="bytes per moved element for every tensor (default: each tensor's own, 1 int8, 4 float32)")
+        group.add_argument("--bus-model", choices=("volume", "burst"),
+                           help="transfer cost: volume = bytes / bandwidth (eq. 4, default), burst = bursts x CAS + bytes / bandwidth")
+        group.add_argument("--burst-bytes", metavar="B", help="bytes per DRAM burst of the burst bus model (default 64)")
+        group.add_argument("--cas-latency", metavar="T", help="CAS latency per burst of the burst bus model (default 13.75ns)")
         group.add_argument("--host-profile", metavar="FILE", help="host latencies measured by `cimsplit profile` (default: profile this machine)")
         group.add_argument("--op-latency", metavar="NAME=DURATION", action="append", default=[],
                            help="host latency of an operator onnxruntime cannot profile (custom domain), by node name or "
@@ -89,7 +93,7 @@ class HardwareArgs:
         return hardware_from_flags(
             args.hw or "x86", crossbars=args.crossbars, mvm_latency=args.mvm_latency, bus_bandwidth=args.bus_bandwidth,
             crossbar_size=args.crossbar_size, element_bytes=args.element_bytes, host_profile=args.host_profile,
-            host_model=args.host_model,
+            host_model=args.host_model, bus_model=args.bus_model, burst_bytes=args.burst_bytes, cas_latency=args.cas_latency,
         )
 
     @staticmethod

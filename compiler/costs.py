@@ -1,6 +1,7 @@
 """Cost model: host latency from profiles, CIM latency (eq. 2-3), transfers (eq. 4).
 
-All times are floats in ns; ``bytes / (bytes/s) * 1e9`` converts a transfer.
+All times are floats in ns; ``bytes / (bytes/s) * 1e9`` converts a transfer,
+plus bursts x CAS under the burst bus model (:mod:`cimsplit.compiler.hardware`).
 The b of eq. 3 and 4 is the element size of the tensors actually moved (the
 workload's byte counts: 1 byte for int8/uint8, 4 for float32); a hardware
 ``element_bytes`` overrides it for every tensor.  A hand-made workload that
@@ -10,16 +11,17 @@ gives no byte counts is costed as float32.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cimsplit.compiler.hardware import Hardware, validate_hardware
 from cimsplit.compiler.host_profile import HostProfile, operator_latencies
-from cimsplit.compiler.workload import Operator, Workload
+from cimsplit.compiler.workload import MovedTensor, Operator, Workload
 
 __all__ = [
     "OperatorCost", "EdgeCost", "IoTransfer", "Costs",
-    "build_costs", "cim_latency_ns", "transfer_ns", "moved_bytes", "crossbars_needed", "costs_to_dict",
+    "build_costs", "cim_latency_ns", "transfer_ns", "row_bursts", "tensor_bursts", "moved_bytes", "crossbars_needed", "costs_to_dict",
 ]
 
 _NS_PER_S = 1e9
@@ -80,9 +82,29 @@ def moved_bytes(elements: int, natural_bytes: int | None, hardware: Hardware) ->
     return natural_bytes if natural_bytes is not None else _UNKNOWN_ELEMENT_BYTES * elements
 
 
-def transfer_ns(size_bytes: int, hardware: Hardware) -> float:
-    """T_transfer = b * elements / B_shared (eq. 4), in ns, from the bytes moved."""
-    return size_bytes / hardware.bus_bandwidth_bytes_per_s * _NS_PER_S
+def transfer_ns(size_bytes: int, hardware: Hardware, bursts: int = 0) -> float:
+    """T_transfer in ns: b * elements / B_shared (eq. 4), plus ``bursts`` x CAS under the burst bus model."""
+    volume_ns = size_bytes / hardware.bus_bandwidth_bytes_per_s * _NS_PER_S
+    return volume_ns + bursts * hardware.cas_latency_ns if hardware.bus_model == "burst" else volume_ns
+
+
+def row_bursts(shape: Sequence[int], itemsize: int, burst_bytes: int) -> int:
+    """DRAM bursts to move a row-major tensor row by row (TSO-burst).
+
+    A row is the last axis (W elements of one channel and output row); each
+    row starts a new burst and takes ceil(W * itemsize / burst_bytes) of them.
+    A scalar is one row of one element; an empty tensor takes none.
+    """
+    width = shape[-1] if shape else 1
+    rows = math.prod(shape[:-1]) if shape else 1
+    if width == 0 or rows == 0:
+        return 0
+    return rows * math.ceil(width * itemsize / burst_bytes)
+
+
+def tensor_bursts(tensors: Sequence[MovedTensor], hardware: Hardware) -> int:
+    """Bursts of moving ``tensors`` (:func:`row_bursts`); b is ``hardware.element_bytes`` when set."""
+    return sum(row_bursts(t.shape, hardware.element_bytes or t.itemsize, hardware.burst_bytes) for t in tensors)
 
 
 def cim_latency_ns(op: Operator, hardware: Hardware) -> float | None:
@@ -128,15 +150,16 @@ def build_costs(workload: Workload, hardware: Hardware, profile: HostProfile, pa
         operators.append(OperatorCost(name=op.name, t_host_ns=t_host[op.name], t_cim_ns=t_cim, crossbars=crossbars))
         if t_cim is None or paper_exact:
             continue
-        for direction, elements, natural in (("in", op.graph_input_elements, op.graph_input_bytes),
-                                             ("out", op.graph_output_elements, op.graph_output_bytes)):
+        for direction, elements, natural, moved in (
+                ("in", op.graph_input_elements, op.graph_input_bytes, op.graph_inputs_moved),
+                ("out", op.graph_output_elements, op.graph_output_bytes, op.graph_outputs_moved)):
             if elements > 0:
                 size_bytes = moved_bytes(elements, natural, hardware)
-                io_transfers.append(IoTransfer(op.name, direction, size_bytes, transfer_ns(size_bytes, hardware)))
+                io_transfers.append(IoTransfer(op.name, direction, size_bytes, transfer_ns(size_bytes, hardware, tensor_bursts(moved, hardware))))
     edges = []
     for edge in workload.edges:
         size_bytes = moved_bytes(edge.elements, edge.bytes, hardware)
-        edges.append(EdgeCost(edge.src, edge.dst, size_bytes, transfer_ns(size_bytes, hardware)))  # eq. 4
+        edges.append(EdgeCost(edge.src, edge.dst, size_bytes, transfer_ns(size_bytes, hardware, tensor_bursts(edge.moved, hardware))))  # eq. 4
     return Costs(
         hardware=hardware,
         operators=tuple(operators),

@@ -21,6 +21,9 @@ A TOML file holds any subset of these keys (unknown keys are an error)::
     cim_bandwidth = "20.48GB/s"    # ... or set them one by one
     bus_bandwidth = "20.48GB/s"
     element_bytes = 1              # default: each moved tensor's own size
+    bus_model = "burst"            # "volume" (default, eq. 4) or "burst" (TSO-burst)
+    burst_bytes = 64               # with bus_model = "burst": bytes per DRAM burst ...
+    cas_latency = "13.75ns"        # ... and the CAS latency each burst pays
     host_profile = "host.json"     # relative to the TOML file's folder
     host_model = "board.json"      # or: latencies predicted from `cimsplit calibrate` (not both)
 """
@@ -59,6 +62,12 @@ class Hardware:
     """Path of a host profile JSON, or None to profile this machine."""
     host_model: str | None = None
     """Path of a calibration (`cimsplit calibrate`) that predicts host latencies; excludes ``host_profile``."""
+    bus_model: str = "volume"
+    """How a CPU-CIM transfer is priced: ``volume`` (eq. 4) or ``burst`` (bursts x CAS + bytes / B_shared)."""
+    burst_bytes: int = 64
+    """Bytes per DRAM burst (``burst`` bus model)."""
+    cas_latency_ns: float = 13.75
+    """CAS latency paid once per burst (``burst`` bus model)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict; keys carry their units."""
@@ -75,8 +84,9 @@ PRESETS: dict[str, Hardware] = {
 _TOML_KEYS = (
     "base", "name", "crossbar_size", "crossbar_rows", "crossbar_cols", "crossbars", "mvm_latency",
     "bandwidth", "cim_bandwidth", "bus_bandwidth", "element_bytes", "host_profile",
-    "host_model",
+    "host_model", "bus_model", "burst_bytes", "cas_latency",
 )
+BUS_MODELS = ("volume", "burst")
 
 
 def load_hardware(spec: str = "x86", **overrides: Any) -> Hardware:
@@ -107,13 +117,17 @@ def hardware_from_flags(
     element_bytes: str | int | None = None,
     host_profile: str | None = None,
     host_model: str | None = None,
+    bus_model: str | None = None,
+    burst_bytes: str | int | None = None,
+    cas_latency: str | float | None = None,
 ) -> Hardware:
     """``spec`` (``--hw``) then the command-line overrides as written (``"100"``, ``"50ns"``, ``"20.48GB/s"``, ``"256x256"``).
 
     ``bus_bandwidth`` (``--bus-bandwidth``) sets both B_cim and B_shared, as the
     paper assumes them equal; a TOML file can set them separately.  ``element_bytes``
-    (``--element-bytes``) forces b for every moved tensor.  ``None`` leaves a figure as
-    ``spec`` has it.
+    (``--element-bytes``) forces b for every moved tensor.  ``bus_model``, ``burst_bytes`` and
+    ``cas_latency`` (``--bus-model``, ``--burst-bytes``, ``--cas-latency``) choose the transfer
+    model.  ``None`` leaves a figure as ``spec`` has it.
     """
     overrides: dict[str, Any] = {}
     if crossbars is not None:
@@ -128,6 +142,12 @@ def hardware_from_flags(
         overrides["crossbar_rows"], overrides["crossbar_cols"] = parse_crossbar_size(crossbar_size)
     if element_bytes is not None:
         overrides["element_bytes"] = _int_value(element_bytes, "--element-bytes")
+    if bus_model is not None:
+        overrides["bus_model"] = bus_model
+    if burst_bytes is not None:
+        overrides["burst_bytes"] = _int_value(burst_bytes, "--burst-bytes")
+    if cas_latency is not None:
+        overrides["cas_latency_ns"] = parse_time_ns(cas_latency)
     if host_profile is not None and host_model is not None:
         raise CimsplitError("--host-model and --host-profile both give the host latencies; pass one of them",
                             hint="--host-model predicts from a calibration, --host-profile reads a measured profile")
@@ -153,6 +173,14 @@ def validate_hardware(hardware: Hardware) -> None:
     ]
     if hardware.element_bytes is not None:
         checks.append((hardware.element_bytes, "element size", "a positive number of bytes, e.g. --element-bytes 1", True))
+    checks.append((hardware.burst_bytes, "burst size", "a positive number of bytes, e.g. --burst-bytes 64", True))
+    if hardware.bus_model not in BUS_MODELS:
+        raise CimsplitError(f"bus model {hardware.bus_model!r} is unknown", hint="use --bus-model volume or --bus-model burst")
+    cas = hardware.cas_latency_ns
+    if isinstance(cas, bool) or not isinstance(cas, (int, float)):
+        raise CimsplitError(f"CAS latency {cas!r} is not a number", hint="use e.g. --cas-latency 13.75ns")
+    if not cas >= 0:
+        raise CimsplitError(f"CAS latency {format_time_ns(cas)} must be zero or more", hint="use e.g. --cas-latency 13.75ns")
     for value, what, expected, strictly_positive in checks:
         if isinstance(value, bool) or not isinstance(value, int):
             raise CimsplitError(f"{what} {value!r} is not an integer", hint=f"use {expected}")
@@ -176,6 +204,8 @@ def describe_hardware(hardware: Hardware) -> str:
         f"T_mvm {format_time_ns(hardware.mvm_latency_ns)}, B_cim {format_bandwidth(hardware.cim_bandwidth_bytes_per_s)}, "
         f"B_shared {format_bandwidth(hardware.bus_bandwidth_bytes_per_s)}, "
         + ("b per tensor (1 byte int8, 4 float32)" if hardware.element_bytes is None else f"b {hardware.element_bytes} byte(s)")
+        + ("" if hardware.bus_model == "volume" else
+           f", burst bus ({hardware.burst_bytes}-byte bursts, CAS {format_time_ns(hardware.cas_latency_ns)})")
     )
 
 
@@ -222,11 +252,15 @@ def _from_toml(path: Path) -> Hardware:
     where = f" in hardware file {str(path)!r}"
     if "crossbar_size" in table:
         changes["crossbar_rows"], changes["crossbar_cols"] = parse_crossbar_size(table["crossbar_size"])
-    for key in ("crossbar_rows", "crossbar_cols", "crossbars", "element_bytes"):
+    for key in ("crossbar_rows", "crossbar_cols", "crossbars", "element_bytes", "burst_bytes"):
         if key in table:
             changes[key] = _int_value(table[key], f"{key}{where}")
     if "mvm_latency" in table:
         changes["mvm_latency_ns"] = parse_time_ns(table["mvm_latency"])
+    if "cas_latency" in table:
+        changes["cas_latency_ns"] = parse_time_ns(table["cas_latency"])
+    if "bus_model" in table:
+        changes["bus_model"] = str(table["bus_model"])
     if "bandwidth" in table:
         changes["cim_bandwidth_bytes_per_s"] = changes["bus_bandwidth_bytes_per_s"] = parse_bandwidth(table["bandwidth"])
     if "cim_bandwidth" in table:

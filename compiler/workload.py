@@ -12,6 +12,14 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class MovedTensor:
+    """A tensor as it crosses the bus: its shape and its element size as moved (int8 before a DequantizeLinear)."""
+
+    shape: tuple[int, ...]
+    itemsize: int
+
+
+@dataclass(frozen=True)
 class Operator:
     """One schedulable unit: an anchor ONNX node plus the nodes fused into it.
 
@@ -46,6 +54,10 @@ class Operator:
     """Bytes of ``graph_input_elements`` as they are moved; None: not known."""
     graph_output_bytes: int | None = None
     """Bytes of ``graph_output_elements`` as they are moved; None: not known."""
+    graph_inputs_moved: tuple[MovedTensor, ...] = ()
+    """The graph inputs counted in ``graph_input_elements``, for the burst bus model."""
+    graph_outputs_moved: tuple[MovedTensor, ...] = ()
+    """The graph outputs counted in ``graph_output_elements``, for the burst bus model."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,8 @@ class Edge:
     bytes: int | None = None
     """Bytes of those elements as they cross (int8 before a DequantizeLinear: 1 per element);
     None: not known (costed as float32)."""
+    moved: tuple[MovedTensor, ...] = ()
+    """The tensors counted in ``elements``, for the burst bus model."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from cimsplit.compiler.fusion import Graph, Group, activation_inputs, group_node
 from cimsplit.compiler.im2col import Lowering, is_gemm_node, lower
 from cimsplit.compiler.simplify import tensor_shapes
 from cimsplit.compiler.toposort import stable_topological_order
-from cimsplit.compiler.workload import Edge, Operator, Workload
+from cimsplit.compiler.workload import Edge, MovedTensor, Operator, Workload
 from cimsplit.errors import CimsplitError
 
 __all__ = ["build_workload"]
@@ -107,16 +107,25 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
             roots[name] = root(node.input[0]) if node is not None and is_transparent(node) and node.input else name
         return roots[name]
 
-    def moved_bytes(name: str) -> int:
-        """Bytes of ``name`` as it crosses: a DequantizeLinear of an activation moves as its input."""
+    def crossing(name: str) -> str:
+        """The tensor that crosses for ``name``: a DequantizeLinear of an activation moves as its input."""
         p = graph.producer.get(name)
         node = nodes[p] if p is not None else None
         if node is not None and node.op_type == "DequantizeLinear" and is_quantize_node(node) and node.input:
-            name = node.input[0]
+            return node.input[0]
+        return name
+
+    def moved_bytes(name: str) -> int:
+        name = crossing(name)
         return _elements(shapes.get(name)) * _itemsize(elem_types.get(name))
+
+    def moved(name: str) -> MovedTensor:
+        name = crossing(name)
+        return MovedTensor(tuple(shapes.get(name) or ()), _itemsize(elem_types.get(name)))
 
     in_bytes = [0] * len(groups)
     graph_in_bytes = [0] * len(groups)
+    graph_in_moved: list[list[MovedTensor]] = [[] for _ in groups]
     for gi, group in enumerate(groups):
         seen: set[str] = set()
         members = set(group.members)
@@ -133,10 +142,12 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
                 elif name in graph_input_set:
                     graph_in[gi] += _elements(shapes.get(name))
                     graph_in_bytes[gi] += moved_bytes(name)
+                    graph_in_moved[gi].append(moved(name))
     n_out = [0] * len(groups)
     graph_out = [0] * len(groups)
     out_bytes = [0] * len(groups)
     graph_out_bytes = [0] * len(groups)
+    graph_out_moved: list[list[MovedTensor]] = [[] for _ in groups]
     for gi, group in enumerate(groups):
         members = set(group.members)
         counted: set[str] = set()
@@ -152,6 +163,7 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
                 if out in graph_outputs:
                     graph_out[gi] += _elements(shapes.get(out))
                     graph_out_bytes[gi] += moved_bytes(out)
+                    graph_out_moved[gi].append(moved(out))
 
     order = _topological_order(groups, edge_tensors)
     operators = tuple(
@@ -159,6 +171,7 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
             _operator(groups[gi], nodes, lowering, n_in[gi], n_out[gi], graph_in[gi], graph_out[gi]),
             in_bytes=in_bytes[gi], out_bytes=out_bytes[gi],
             graph_input_bytes=graph_in_bytes[gi], graph_output_bytes=graph_out_bytes[gi],
+            graph_inputs_moved=tuple(graph_in_moved[gi]), graph_outputs_moved=tuple(graph_out_moved[gi]),
         )
         for gi in order
     )
@@ -167,7 +180,7 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
         distinct = {root(t): t for t in sorted(tensors)}.values()
         return Edge(src=nodes[groups[u].anchor].name, dst=nodes[groups[v].anchor].name,
                     elements=sum(_elements(shapes.get(t)) for t in distinct), tensors=tuple(sorted(tensors)),
-                    bytes=sum(moved_bytes(t) for t in distinct))
+                    bytes=sum(moved_bytes(t) for t in distinct), moved=tuple(moved(t) for t in distinct))
 
     edges = tuple(
         edge(u, v, tensors)

@@ -3,7 +3,7 @@
 The split and the runtime only read a decision; this builds one without a
 solver: one operator per ONNX node, the given device per node, latencies
 given per node (or one figure for all), transfers from the hardware's bus
-(eq. 4), graph inputs/outputs on the host (DESIGN §3).  The schedule is
+(eq. 4, or the burst model), graph inputs/outputs on the host (DESIGN §3).  The schedule is
 :func:`cimsplit.passes.placement.simulate.simulate`'s, so plan.json and the runtime see
 the same kind of validated result as from the ILP.  Used to pin placements and
 to test the split on hand-built graphs.
@@ -15,13 +15,13 @@ from collections.abc import Mapping
 
 import onnx
 
-from cimsplit.compiler.costs import moved_bytes, transfer_ns
+from cimsplit.compiler.costs import moved_bytes, tensor_bursts, transfer_ns
 from cimsplit.compiler.hardware import Hardware
-from cimsplit.compiler.workload import Edge, Operator, Workload
+from cimsplit.compiler.workload import Edge, MovedTensor, Operator, Workload
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult, SolverStats
 from cimsplit.passes.placement.simulate import simulate
-from cimsplit.passes.rewrite.graph_utils import element_bytes_of, elements, node_inputs, value_infos
+from cimsplit.passes.rewrite.graph_utils import element_bytes_of, elements, node_inputs, shape_of, value_infos
 
 __all__ = ["fixed_placement", "fixed_assignment"]
 
@@ -61,20 +61,22 @@ def fixed_placement(
     graph_outputs = {o.name for o in graph.output}
     producer = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
 
-    def size(tensors: list[str]) -> tuple[int, int]:
-        """(elements, bytes as moved) of ``tensors``: eq. 4's b is each tensor's own element size."""
+    def size(tensors: list[str]) -> tuple[int, int, float]:
+        """(elements, bytes as moved, bus ns) of ``tensors``: eq. 4's b is each tensor's own element size."""
         known = [infos[t] for t in tensors if t in infos]
         count = sum(elements(i) for i in known)
-        return count, moved_bytes(count, sum(elements(i) * element_bytes_of(i) for i in known), hardware)
+        size_bytes = moved_bytes(count, sum(elements(i) * element_bytes_of(i) for i in known), hardware)
+        moved = [MovedTensor(shape_of(i), element_bytes_of(i)) for i in known]
+        return count, size_bytes, transfer_ns(size_bytes, hardware, tensor_bursts(moved, hardware))
 
     operators, edges = [], []
     names, host, cim, crossbars, edge_table, t_in, t_out, writes = [], [], [], [], [], [], [], []
     for v, node in enumerate(graph.node):
         reads = [t for t in node_inputs(node) if t not in weights]
-        n_in, in_bytes = size(reads)
-        n_out, out_bytes = size(list(node.output))
-        in_elems, in_io_bytes = size([t for t in reads if t in graph_inputs])
-        out_elems, out_io_bytes = size([t for t in node.output if t in graph_outputs])
+        n_in, in_bytes, _ = size(reads)
+        n_out, out_bytes, _ = size(list(node.output))
+        in_elems, in_io_bytes, in_io_ns = size([t for t in reads if t in graph_inputs])
+        out_elems, out_io_bytes, out_io_ns = size([t for t in node.output if t in graph_outputs])
         on_cim = devices.get(node.name, "host") == "cim"
         operators.append(Operator(
             node.name, node.op_type, (node.name,), on_cim, None if on_cim else "placed on the host by hand",
@@ -85,13 +87,13 @@ def fixed_placement(
         host.append(_per_node(t_host_ns, node.name))
         cim.append(_per_node(t_cim_ns, node.name) if on_cim else None)
         crossbars.append(1 if on_cim else 0)
-        t_in.append(transfer_ns(in_io_bytes, hardware))
-        t_out.append(transfer_ns(out_io_bytes, hardware))
+        t_in.append(in_io_ns)
+        t_out.append(out_io_ns)
         writes.append(out_elems > 0)
         for u in sorted({producer[t] for t in reads if t in producer}):
-            count, count_bytes = size([t for t in graph.node[u].output if t in reads])
+            count, count_bytes, count_ns = size([t for t in graph.node[u].output if t in reads])
             edges.append(Edge(graph.node[u].name, node.name, count, bytes=count_bytes))
-            edge_table.append((u, v, transfer_ns(count_bytes, hardware)))
+            edge_table.append((u, v, count_ns))
     workload = Workload(tuple(operators), tuple(edges), hardware.crossbar_rows, hardware.crossbar_cols)
     problem = PlacementProblem(
         tuple(names), tuple(host), tuple(cim), tuple(crossbars), tuple(edge_table), sum(crossbars),

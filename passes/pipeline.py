@@ -256,9 +256,7 @@ def _annotate(placed: PlacedModel) -> _Annotated:
 
 
 def _split(annotated: _Annotated) -> _Split:
-    hardware = annotated.placed.hardware
-    return _Split(annotated, split(annotated.annotated, annotated.devices, hardware.element_bytes,
-                                   hardware.bus_bandwidth_bytes_per_s))
+    return _Split(annotated, split(annotated.annotated, annotated.devices, annotated.placed.hardware))
 
 
 _ONNX_DOMAINS = frozenset({"", "ai.onnx", *(schema.domain for schema in onnx.defs.get_all_schemas())})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -77,16 +78,21 @@ def value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     return infos
 
 
-def elements(info: onnx.ValueInfoProto) -> int:
-    """Element count of a tensor with a fully known static shape; raises ValueError otherwise."""
+def shape_of(info: onnx.ValueInfoProto) -> tuple[int, ...]:
+    """The fully known static shape of a tensor; raises ValueError otherwise."""
     if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
         raise ValueError(f"tensor {info.name!r} has no known shape")
-    count = 1
+    shape = []
     for dim in info.type.tensor_type.shape.dim:
         if not dim.HasField("dim_value"):
             raise ValueError(f"tensor {info.name!r} has a symbolic or unknown dimension")
-        count *= dim.dim_value
-    return count
+        shape.append(dim.dim_value)
+    return tuple(shape)
+
+
+def elements(info: onnx.ValueInfoProto) -> int:
+    """Element count of a tensor with a fully known static shape; raises ValueError otherwise."""
+    return math.prod(shape_of(info))
 
 
 def element_bytes_of(info: onnx.ValueInfoProto) -> int:

@@ -45,7 +45,8 @@ partition reading a graph input, or writing a graph output, gets a transfer
 too.  Bytes and latency follow the cost model (eq. 4):
 ``bytes = elements * b`` and ``latency_ns = bytes / B_shared * 1e9``, where b
 is the element size of the tensor that crosses (1 byte for int8/uint8, 4 for
-float32) unless an ``element_bytes`` override is given.
+float32) unless an ``element_bytes`` override is given; the burst bus model
+adds bursts x CAS (:func:`cimsplit.compiler.costs.transfer_ns`).
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ from dataclasses import dataclass
 import onnx
 
 from cimsplit.compiler.constants import is_quantize_node
+from cimsplit.compiler.costs import row_bursts, transfer_ns
+from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.toposort import stable_topological_order
-from cimsplit.passes.rewrite.graph_utils import element_bytes_of, elements, node_inputs, value_infos
+from cimsplit.passes.rewrite.graph_utils import element_bytes_of, elements, node_inputs, shape_of, value_infos
 from cimsplit.runtime.plan import TransferRecord as TransferSpec  # one record: the split's transfers are plan.json's
 
 __all__ = ["PartitionSpec", "TransferSpec", "SplitPlan", "group_nodes", "plan_split", "HOST"]
@@ -277,16 +280,12 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
     return [(gdev[g], [nodes[v].name for v in sorted(members[g])]) for g in order]
 
 
-def plan_split(
-    model: onnx.ModelProto,
-    devices: Mapping[str, str],
-    element_bytes: int | None,
-    bus_bandwidth_bytes_per_s: float,
-) -> SplitPlan:
+def plan_split(model: onnx.ModelProto, devices: Mapping[str, str], hardware: Hardware) -> SplitPlan:
     """Partitions and transfers for ``model`` under the node -> device map ``devices``.
 
     ``devices`` must name every node (see :func:`cimsplit.passes.rewrite.annotate.complete_placements`).
-    ``element_bytes`` overrides the element size of every transfer; None takes each
+    Transfers are priced by ``hardware``'s bus (:func:`cimsplit.compiler.costs.transfer_ns`);
+    its ``element_bytes`` overrides the element size of every transfer, None takes each
     crossing tensor's own (1 byte for int8/uint8, 4 for float32).
     """
     missing = [n.name for n in model.graph.node if n.name not in devices]
@@ -358,7 +357,8 @@ def plan_split(
     for i, (t, dst) in enumerate(wanted):
         if t not in infos:
             raise ValueError(f"tensor {t!r} crosses devices but has no value_info (shape inference must know it)")
-        size_bytes = elements(infos[t]) * (element_bytes or element_bytes_of(infos[t]))
-        latency_ns = size_bytes / bus_bandwidth_bytes_per_s * 1e9  # eq. 4
+        itemsize = hardware.element_bytes or element_bytes_of(infos[t])
+        size_bytes = elements(infos[t]) * itemsize
+        latency_ns = transfer_ns(size_bytes, hardware, row_bursts(shape_of(infos[t]), itemsize, hardware.burst_bytes))
         transfers.append(TransferSpec(f"transfer_{i}", t, home.get(t, HOST), dst, size_bytes, latency_ns))
     return SplitPlan(tuple(specs), tuple(transfers), graph_inputs, graph_outputs)

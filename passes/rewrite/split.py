@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import onnx
 from onnx import helper
 
+from cimsplit.compiler.hardware import Hardware
 from cimsplit.passes.rewrite.annotate import KEY_DEVICE
 from cimsplit.passes.rewrite.graph_utils import value_infos
 from cimsplit.passes.rewrite.partitions import HOST, PartitionSpec, SplitPlan, plan_split
@@ -57,17 +58,12 @@ class SplitResult:
     """The stitched top-level model (partition calls + transfers)."""
 
 
-def split(
-    model: onnx.ModelProto,
-    devices: Mapping[str, str],
-    element_bytes: int | None,
-    bus_bandwidth_bytes_per_s: float,
-) -> SplitResult:
+def split(model: onnx.ModelProto, devices: Mapping[str, str], hardware: Hardware) -> SplitResult:
     """Group, then write partitions and the top level; every model passes ``onnx.checker`` full check.
 
-    ``element_bytes`` overrides the element size of every transfer (None: each tensor's own).
+    Transfers are priced by ``hardware``'s bus (see :func:`plan_split`).
     """
-    plan = plan_split(model, devices, element_bytes, bus_bandwidth_bytes_per_s)
+    plan = plan_split(model, devices, hardware)
     partitions = {spec.name: partition_model(model, spec) for spec in plan.partitions}
     return SplitResult(plan, partitions, partitioned_model(model, plan))
 

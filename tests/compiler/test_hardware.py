@@ -106,6 +106,9 @@ def test_unknown_toml_key_is_named(tmp_path):
         ('mvm_latency = "fast"', "cannot read time 'fast'"),
         ('base = "riscv"', "unknown base preset 'riscv'"),
         ("crossbars = ", "not valid TOML"),
+        ('bus_model = "bursty"', "bus model 'bursty' is unknown"),
+        ("burst_bytes = 0", "burst size 0 is out of range"),
+        ('cas_latency = "-1ns"', "CAS latency -1 ns must be zero or more"),
     ],
 )
 def test_bad_toml_values_are_refused(tmp_path, text, expected):
@@ -123,8 +126,20 @@ def test_bad_toml_values_are_refused(tmp_path, text, expected):
         (["--crossbar-size", "256x0"], "crossbar columns 0 is out of range"),
         (["--hw", "riscv"], "unknown hardware 'riscv'"),
         (["--hw", "missing.toml"], "does not exist"),
+        (["--burst-bytes", "64.5"], "--burst-bytes must be an integer"),
+        (["--cas-latency", "fast"], "cannot read time 'fast'"),
     ],
 )
 def test_bad_flags_are_refused(argv, expected):
     with pytest.raises(CimsplitError, match=expected):
         HardwareArgs.parse(_args(*argv))
+
+
+def test_the_burst_bus_from_toml_and_flags(tmp_path):
+    toml = _toml(tmp_path, 'bus_model = "burst"\nburst_bytes = 128\ncas_latency = "0.014us"\n')
+    hardware = load_hardware(toml)
+    assert (hardware.bus_model, hardware.burst_bytes, hardware.cas_latency_ns) == ("burst", 128, pytest.approx(14.0))
+    assert "burst bus (128-byte bursts, CAS 14 ns)" in describe_hardware(hardware)
+    flags = HardwareArgs.parse(_args("--bus-model", "burst", "--cas-latency", "20ns"))
+    assert (flags.bus_model, flags.burst_bytes, flags.cas_latency_ns) == ("burst", 64, 20.0)
+    assert load_hardware("x86").bus_model == "volume" and "burst" not in describe_hardware(load_hardware("x86"))

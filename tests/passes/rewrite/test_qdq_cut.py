@@ -7,16 +7,20 @@ for bit, and onnxruntime still fuses QLinearMatMul inside each partition), valid
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from cimsplit.compiler.hardware import Hardware
 from cimsplit.passes.rewrite.split import split
 from cimsplit.runtime.devices import session_options
 
 BUS_BYTES_PER_S = 20.48e9
+BUS_OWN = Hardware("test", bus_bandwidth_bytes_per_s=BUS_BYTES_PER_S)
 
 
 def qdq_fork(activations: type = np.uint8) -> onnx.ModelProto:
@@ -86,7 +90,7 @@ def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.n
 
 
 def test_quantized_tensor_crosses_and_each_reader_gets_its_dequantizer() -> None:
-    result = split(qdq_fork(), FORK_DEVICES, None, BUS_BYTES_PER_S)
+    result = split(qdq_fork(), FORK_DEVICES, BUS_OWN)
     plan = result.plan
     assert [(p.name, p.nodes, p.inputs, p.outputs) for p in plan.partitions] == [
         # Q stays with its producer; dq_a is copied into both readers' partitions; dq_c writes
@@ -112,7 +116,7 @@ def test_quantized_tensor_crosses_and_each_reader_gets_its_dequantizer() -> None
 
 
 def test_element_bytes_override_charges_every_crossing_tensor_alike() -> None:
-    plan = split(qdq_fork(), FORK_DEVICES, 2, BUS_BYTES_PER_S).plan
+    plan = split(qdq_fork(), FORK_DEVICES, dataclasses.replace(BUS_OWN, element_bytes=2)).plan
     assert [t.bytes for t in plan.transfers] == [32, 32, 32]  # 16 elements x 2 bytes each
 
 
@@ -120,7 +124,7 @@ def test_annotation_stamps_the_copies_with_their_partitions_device() -> None:
     model = qdq_fork()
     for node in model.graph.node:
         node.metadata_props.add(key="cimsplit.device", value=FORK_DEVICES[node.name])
-    result = split(model, FORK_DEVICES, None, BUS_BYTES_PER_S)
+    result = split(model, FORK_DEVICES, BUS_OWN)
     for name, part in result.partitions.items():
         assert {p.value for n in part.graph.node for p in n.metadata_props if p.key == "cimsplit.device"} == {
             name.split("_")[0]}
@@ -135,7 +139,7 @@ def test_annotation_stamps_the_copies_with_their_partitions_device() -> None:
 ])
 def test_partitions_fuse_qlinear_and_equal_the_whole_model_bit_for_bit(devices, activations, tmp_path) -> None:
     model = qdq_fork(activations)
-    result = split(model, devices, None, BUS_BYTES_PER_S)
+    result = split(model, devices, BUS_OWN)
     x = np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32) * 3
     expected = _run(model, {"x": x})
     tensors = {"x": x}

@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+from cimsplit.compiler.hardware import Hardware
 from cimsplit.passes.rewrite.partitions import group_nodes, plan_split
 from cimsplit.passes.rewrite.split import PARTITION_DOMAIN, TRANSFER_DOMAIN, split
 
 BUS_BYTES_PER_S = 20.48e9
+BUS = Hardware("test", element_bytes=1, bus_bandwidth_bytes_per_s=BUS_BYTES_PER_S)
 
 
 def _model(nodes, inputs, outputs, weights, shape=(2, 4)) -> onnx.ModelProto:
@@ -92,7 +94,7 @@ def _check_all(result) -> None:
 
 # ------------------------------------------------------------------ structure
 def test_cycle_through_the_host_splits_the_cim_side_in_two() -> None:
-    result = split(cycle_model(), CYCLE_DEVICES, element_bytes=1, bus_bandwidth_bytes_per_s=BUS_BYTES_PER_S)
+    result = split(cycle_model(), CYCLE_DEVICES, BUS)
     plan = result.plan
     assert [(p.name, p.nodes) for p in plan.partitions] == [
         ("cim_0", ("a", "d")), ("host_0", ("b",)), ("cim_1", ("c", "add")),
@@ -120,7 +122,7 @@ def test_independent_cim_segments_merge_when_no_cycle_results() -> None:
 
 
 def test_all_host_is_one_partition_without_transfers() -> None:
-    result = split(cycle_model(), {n: "host" for n in CYCLE_DEVICES}, 1, BUS_BYTES_PER_S)
+    result = split(cycle_model(), {n: "host" for n in CYCLE_DEVICES}, BUS)
     assert [(p.name, p.nodes) for p in result.plan.partitions] == [("host_0", ("a", "b", "d", "c", "add"))]
     assert result.plan.transfers == ()
     _check_all(result)
@@ -139,7 +141,7 @@ def test_one_transfer_per_tensor_and_destination_device() -> None:
         helper.make_node("Add", ["t1", "t3"], ["y"], name="e"),
     ]
     model = _model(nodes, ["x"], ["y"], ["W1", "W2"])
-    result = split(model, {"a": "cim", "b": "host", "c": "cim", "e": "host"}, 1, BUS_BYTES_PER_S)
+    result = split(model, {"a": "cim", "b": "host", "c": "cim", "e": "host"}, BUS)
     assert [(p.name, p.nodes) for p in result.plan.partitions] == [
         ("cim_0", ("a",)), ("host_0", ("b",)), ("cim_1", ("c",)), ("host_1", ("e",)),
     ]
@@ -175,7 +177,7 @@ def test_weight_only_nodes_join_the_partition_that_reads_them() -> None:
     ]
     model = _model(nodes, ["x"], ["y"], ["W1"])
     model.graph.initializer.append(numpy_helper.from_array(np.array(0.1, np.float32), "scale"))
-    result = split(model, {"a": "cim", "k": "cim", "dq": "cim", "h": "host", "m": "cim"}, 1, BUS_BYTES_PER_S)
+    result = split(model, {"a": "cim", "k": "cim", "dq": "cim", "h": "host", "m": "cim"}, BUS)
     assert [(p.name, p.nodes) for p in result.plan.partitions] == [
         ("cim_0", ("a",)), ("host_0", ("h",)), ("cim_1", ("k", "dq", "m")),
     ]
@@ -196,7 +198,7 @@ def test_copy_names_never_collide_with_the_models_own_names() -> None:
         helper.make_node("Add", ["t1", "t1__on_host"], ["y"], name="c"),
     ]
     model = _model(nodes, ["x"], ["y"], ["W1"])
-    result = split(model, {"a": "cim", "b": "host", "c": "host"}, 1, BUS_BYTES_PER_S)
+    result = split(model, {"a": "cim", "b": "host", "c": "host"}, BUS)
     transfer = next(n for n in result.partitioned.graph.node if n.name == "transfer_1")
     assert list(transfer.output) == ["t1__on_host_1"]
     _check_all(result)
@@ -213,7 +215,7 @@ def test_copy_names_never_collide_with_the_models_own_names() -> None:
 ])
 def test_partitions_chained_by_hand_and_partitioned_model_equal_the_original(devices) -> None:
     model = cycle_model()
-    result = split(model, devices, 1, BUS_BYTES_PER_S)
+    result = split(model, devices, BUS)
     _check_all(result)
     x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
     expected = _run(model, {"x": x})["y"]
@@ -228,7 +230,7 @@ def test_partitions_chained_by_hand_and_partitioned_model_equal_the_original(dev
 def test_partition_files_carry_node_metadata_and_only_their_weights() -> None:
     model = cycle_model()
     model.graph.node[0].metadata_props.add(key="cimsplit.device", value="cim")
-    result = split(model, CYCLE_DEVICES, 1, BUS_BYTES_PER_S)
+    result = split(model, CYCLE_DEVICES, BUS)
     cim_0 = result.partitions["cim_0"]
     assert [t.name for t in cim_0.graph.initializer] == ["W1", "W3"]
     assert {p.key: p.value for p in cim_0.graph.node[0].metadata_props} == {"cimsplit.device": "cim"}
@@ -238,10 +240,10 @@ def test_partition_files_carry_node_metadata_and_only_their_weights() -> None:
 def test_refuses_a_node_without_device_and_a_crossing_tensor_without_shape() -> None:
     model = cycle_model()
     with pytest.raises(ValueError, match="no device"):
-        plan_split(model, {"a": "cim"}, 1, BUS_BYTES_PER_S)
+        plan_split(model, {"a": "cim"}, BUS)
     del model.graph.value_info[:]
     with pytest.raises(ValueError, match="no value_info"):
-        plan_split(model, CYCLE_DEVICES, 1, BUS_BYTES_PER_S)
+        plan_split(model, CYCLE_DEVICES, BUS)
 
 
 def test_control_flow_outer_scope_reads_are_partition_inputs() -> None:
@@ -259,7 +261,7 @@ def test_control_flow_outer_scope_reads_are_partition_inputs() -> None:
     ]
     model = _model(nodes, ["x"], ["y"], ["W1"])
     model.graph.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
-    result = split(model, {"a": "cim", "iff": "host"}, 1, BUS_BYTES_PER_S)
+    result = split(model, {"a": "cim", "iff": "host"}, BUS)
     assert result.plan.partition("host_0").inputs == ("cond", "t")
     _check_all(result)
     x = np.ones((2, 4), np.float32)
@@ -295,7 +297,7 @@ def dags(draw):
 @given(dags())
 def test_random_graphs_split_acyclically_and_compute_the_same(case) -> None:
     model, devices = case
-    result = split(model, devices, 1, BUS_BYTES_PER_S)
+    result = split(model, devices, BUS)
     plan = result.plan
     # Every node in exactly one partition, of its own device.
     placed = [(n, p.device) for p in plan.partitions for n in p.nodes]
