@@ -11,8 +11,17 @@ on the same inputs and compares: a quantized model (QDQ or QOperator) must
 give bit-identical outputs, since its partitions are cut at the quantized
 tensors; a float one must agree within atol 1e-4 / rtol 1e-3
 (``np.allclose``).  Exit status 1 otherwise.  ``--repeat N`` times N more inferences one after the
-other (latency); ``--stream N`` times N inferences pipelined, two in flight,
-so the host works on one input while the CIM works on the next (throughput).
+other (latency); ``--stream N`` times N inferences pipelined, the plan's
+``frames_in_flight`` (two for a plan without a stream schedule) in flight,
+so the host works on one input while the CIM works on another (throughput).
+
+``--cim-timing modeled`` puts the CIM and the bus on the timed emulator
+(:mod:`cimsplit.runtime.timed`): ``--repeat`` then measures one frame's
+latency (median of N) beside the plan's makespan, ``--stream`` the
+steady-state period ((last finish - first finish) / (N - 1)) beside the
+plan's ``period_ns``, each with the ratio measured/modeled, and the stream's
+outputs are compared frame by frame with the single-frame outputs.
+``--report FILE.json`` writes those figures (keys for what was run).
 """
 
 from __future__ import annotations
@@ -24,6 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from cimsplit.errors import CimsplitError
+from cimsplit.files import write_atomic
+from cimsplit.runtime.plan import dumps
+from cimsplit.runtime.session import CIM_TIMINGS
 
 ATOL = 1e-4
 RTOL = 1e-3
@@ -42,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--repeat", type=int, default=0, metavar="N", help="time N more inferences")
     parser.add_argument("--stream", type=int, default=0, metavar="N",
                         help="time N inferences pipelined across host and CIM (throughput)")
+    parser.add_argument("--cim-timing", choices=CIM_TIMINGS, default="functional",
+                        help="functional: the CIM returns as soon as it has computed (default); modeled: the CIM and "
+                             "the bus complete when the modeled hardware would, so measured times meet the plan's")
+    parser.add_argument("--report", metavar="FILE.json",
+                        help="write measured and modeled latency/period (of --repeat/--stream) to FILE.json")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads per onnxruntime session (default 1)")
     parser.add_argument("--custom-op-library", action="append", default=[], metavar="PATH",
@@ -186,7 +203,10 @@ def run(args: argparse.Namespace) -> int:
     given = parse_inputs(args.input)
     if args.save_outputs and not Path(args.save_outputs).resolve().parent.is_dir():
         raise CimsplitError(f"--save-outputs {args.save_outputs}: its folder does not exist", hint="create the folder first")
-    with Session(args.dir, threads=args.threads, custom_op_libraries=args.custom_op_library) as session:
+    _check_report_path(args)
+    report: dict[str, object] = {}
+    with Session(args.dir, threads=args.threads, custom_op_libraries=args.custom_op_library,
+                 cim_timing=args.cim_timing) as session:
         feeds = session.check_feeds(random_inputs(session.input_specs, args.seed, given))
         outputs = session.run(feeds)
         stats = session.transfer_stats
@@ -206,7 +226,9 @@ def run(args: argparse.Namespace) -> int:
               f"{sum(p.device == 'cim' for p in parts)} cim); transfers counted: {stats.count} copies, "
               f"{stats.bytes} bytes copied ({stats.modeled_bytes} bytes modeled, {_fmt_ns(stats.modeled_latency_ns)})")
 
-        if args.repeat:
+        if args.repeat and args.cim_timing == "modeled":
+            report["latency_ns"] = _timed_latency(session, feeds, args.repeat)
+        elif args.repeat:
             start = time.perf_counter()
             for _ in range(args.repeat):
                 session.run(feeds)
@@ -214,12 +236,31 @@ def run(args: argparse.Namespace) -> int:
             per_ms = wall_s / args.repeat * 1e3
             print(f"measured: {args.repeat} inferences, {per_ms:.3f} ms per inference, "
                   f"{args.repeat / wall_s:.1f} inferences/s (wall time)")
-        if args.stream:
+            report["latency_ns"] = {"measured": wall_s / args.repeat * 1e9, "modeled": plan.makespan_ns}
+        if args.stream and args.cim_timing == "modeled":
+            report["period_ns"] = _timed_stream(session, feeds, outputs, args.stream)
+        elif args.stream:
+            window = session.frames_in_flight
             start = time.perf_counter()
-            session.run_stream([feeds] * args.stream, window=2)
+            session.run_stream([feeds] * args.stream, window=window)
             wall_s = time.perf_counter() - start
-            print(f"streamed: {args.stream} inferences pipelined (2 in flight), "
+            print(f"streamed: {args.stream} inferences pipelined ({window} in flight), "
                   f"{wall_s / args.stream * 1e3:.3f} ms per inference, {args.stream / wall_s:.1f} inferences/s (wall time)")
+            report["period_ns"] = {"measured": wall_s / args.stream * 1e9,
+                                   "modeled": plan.stream.period_ns if plan.stream else None}
+        stream_ok = report.get("period_ns", {}).pop("outputs_equal", True)  # type: ignore[union-attr]
+        if report:
+            report["frames"] = args.stream or args.repeat
+
+    if args.report:
+        try:
+            write_atomic(args.report, dumps(report))
+        except OSError as exc:
+            raise CimsplitError(f"cannot write --report {args.report}: {exc.strerror or exc}") from None
+        print(f"saved the timing report to {args.report}")
+    if not stream_ok:
+        print("stream check failed: a frame's outputs differ from its single-frame outputs")
+        return 1
 
     if args.save_outputs:
         try:
@@ -243,3 +284,55 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print("check passed")
     return 0
+
+
+def _check_report_path(args: argparse.Namespace) -> None:
+    """--report needs something timed and a .json file of its own: never a file of the compile directory."""
+    if not args.report:
+        return
+    if not (args.repeat or args.stream):
+        raise CimsplitError("--report has nothing to report", hint="add --repeat N or --stream N")
+    target = Path(args.report).resolve()
+    if target.suffix != ".json" or target.is_dir() or not target.parent.is_dir():
+        raise CimsplitError(f"--report {args.report}: not a .json file in an existing folder", hint="give a FILE.json path")
+    if target.parent == Path(args.dir).resolve() and target.name in _COMPILE_FILES:
+        raise CimsplitError(f"--report {args.report} would overwrite the compile directory's {target.name}",
+                            hint="write the report to a file of its own, e.g. --report timing.json")
+
+
+_COMPILE_FILES = frozenset({"plan.json", "trace.json", "explain.json"})
+"""JSON files that `cimsplit compile` writes into its directory."""
+
+
+def _ratio(measured: float, modeled: float | None) -> str:
+    return f"{measured / modeled:.3f}" if modeled else "n/a"
+
+
+def _timed_latency(session, feeds: dict[str, np.ndarray], repeat: int) -> dict[str, float]:
+    """``repeat`` frames one at a time with the CIM emulated: the median latency beside the plan's makespan."""
+    latencies = sorted(session.measure_latency(feeds).latencies_ns[0] for _ in range(repeat))
+    median = float(np.median(latencies))
+    modeled = session.manifest.plan.makespan_ns
+    print(f"measured latency (modeled CIM timing): median {_fmt_ns(median)} of {repeat} frames "
+          f"(min {_fmt_ns(latencies[0])}, max {_fmt_ns(latencies[-1])}); plan makespan {_fmt_ns(modeled)}; "
+          f"measured/modeled {_ratio(median, modeled)}")
+    return {"measured": median, "modeled": modeled}
+
+
+def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.ndarray], frames: int) -> dict[str, float | None]:
+    """A stream of ``frames`` with the CIM emulated: frames/s and the steady-state period beside the plan's."""
+    run = session.measure_stream([feeds] * frames)
+    stream = session.manifest.plan.stream
+    modeled = stream.period_ns if stream else None
+    measured = run.period_ns if frames > 1 else run.wall_ns
+    print(f"streamed (modeled CIM timing): {frames} frames, {session.frames_in_flight} in flight, "
+          f"{frames / run.wall_ns * 1e9:.1f} frames/s overall"
+          + (f", steady state {1e9 / run.period_ns:.1f} frames/s" if frames > 1 else ""))
+    which = "(last finish - first finish) / (frames - 1)" if frames > 1 else "one frame's latency"
+    print(f"measured period {_fmt_ns(measured)} [{which}]; plan period "
+          f"{_fmt_ns(modeled) if modeled else 'n/a (the plan has no stream schedule: recompile)'}; "
+          f"measured/modeled {_ratio(measured, modeled)}")
+    exact = is_quantized(session.manifest.model_path) if Path(session.manifest.model_path).is_file() else False
+    same = all(equal for out in run.outputs for _, _, _, equal in compare(out, single, exact))
+    print(f"stream outputs equal the single-frame outputs frame by frame: {'yes' if same else 'NO'}")
+    return {"measured": measured, "modeled": modeled, "outputs_equal": same}

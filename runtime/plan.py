@@ -17,6 +17,12 @@ Sections of the file:
                 time; the makespan (equal to the placement's validated makespan)
 ``makespan_ns`` the predicted latency
 
+Optional, from the stream (throughput) objective, kept in the report and read
+through :attr:`Plan.stream` (:class:`StreamSchedule`): ``objective``,
+``period_ns``, ``frames_in_flight`` and ``stream`` (``latency_ns`` and
+``tasks``: the single-frame schedule S that every frame f runs shifted by
+f * period_ns).
+
 Every other top-level key is the placement report (``cimsplit partition
 --json``: ``hardware``, ``operators``, ``edges``, ``cpu_only_ns``, ``speedup``,
 ``crossbars_used``, ``crossbar_budget``, ``operators_on_cim``,
@@ -45,6 +51,8 @@ __all__ = [
     "TimelineOperator",
     "TimelineEdge",
     "PlanTimeline",
+    "StreamTask",
+    "StreamSchedule",
     "Plan",
     "read_plan",
     "dumps",
@@ -191,6 +199,58 @@ class PlanTimeline:
 
 
 @dataclass(frozen=True)
+class StreamTask:
+    """One task of the single-frame schedule S of a stream.
+
+    An operator task is named by its workload operator (as in the timeline); a
+    transfer task ``"<tensor>-><dst_device>"``, as the :class:`TransferRecord`
+    of that tensor and destination.  ``resource`` is ``host`` (serial), ``bus``
+    (serial) or ``cim`` (each CIM operator is a unit of its own).
+    """
+
+    name: str
+    kind: str
+    resource: str
+    start_ns: float
+    duration_ns: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "resource": self.resource,
+                "start_ns": float(self.start_ns), "duration_ns": float(self.duration_ns)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StreamTask:
+        return cls(data["name"], data["kind"], data["resource"], float(data["start_ns"]), float(data["duration_ns"]))
+
+
+@dataclass(frozen=True)
+class StreamSchedule:
+    """A shifted-copies periodic schedule: frame f runs task t at ``f * period_ns + t.start_ns``."""
+
+    objective: str
+    period_ns: float
+    frames_in_flight: int
+    latency_ns: float
+    """One frame's latency under S."""
+    tasks: tuple[StreamTask, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The top-level plan.json keys of the stream."""
+        return {"objective": self.objective, "period_ns": float(self.period_ns),
+                "frames_in_flight": int(self.frames_in_flight),
+                "stream": {"latency_ns": float(self.latency_ns), "tasks": [t.to_json() for t in self.tasks]}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StreamSchedule | None:
+        """The stream of a plan document (or its report); None for a plan written before streams."""
+        if "stream" not in data or "period_ns" not in data:
+            return None
+        stream = data["stream"]
+        return cls(str(data.get("objective", "latency")), float(data["period_ns"]), int(data.get("frames_in_flight", 1)),
+                   float(stream["latency_ns"]), tuple(StreamTask.from_json(t) for t in stream["tasks"]))
+
+
+@dataclass(frozen=True)
 class Plan:
     """plan.json: what the runtime executes, plus the placement report it carries along."""
 
@@ -215,6 +275,11 @@ class Plan:
         value = self.report.get("speedup_vs_ort_all")
         return None if value is None else float(value)
 
+    @property
+    def stream(self) -> StreamSchedule | None:
+        """The periodic schedule of a stream, when the plan has one (plans of the throughput work on)."""
+        return StreamSchedule.from_json(self.report)
+
     def partition(self, name: str) -> PartitionRecord:
         for part in self.partitions:
             if part.name == name:
@@ -238,7 +303,7 @@ class Plan:
         """Parse a plan document; a wrong version is a ``ValueError``, a missing key a ``KeyError``."""
         if data.get("version") not in SUPPORTED_VERSIONS:
             raise ValueError(f"unsupported version {data.get('version')!r}")
-        return cls(
+        plan = cls(
             model=ModelRecord.from_json(data["model"]),
             partitions=tuple(PartitionRecord.from_json(p) for p in data["partitions"]),
             transfers=tuple(TransferRecord.from_json(t) for t in data["transfers"]),
@@ -247,6 +312,8 @@ class Plan:
             report={k: v for k, v in data.items() if k not in _PLAN_KEYS},
             version=int(data["version"]),
         )
+        plan.stream  # noqa: B018 - a damaged stream section fails here, not in the middle of a run
+        return plan
 
 
 def read_plan(path: str | Path) -> Plan:

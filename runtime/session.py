@@ -21,12 +21,18 @@ from google.protobuf.message import DecodeError
 
 from cimsplit.errors import CimsplitError
 from cimsplit.runtime.devices import Device, FunctionalCimSimulator, Kernel, OrtCpuDevice
+from cimsplit.runtime.emulation import ModeledCimSimulator
 from cimsplit.runtime.manifest import Manifest, load_manifest
 from cimsplit.runtime.plan import PartitionRecord
+from cimsplit.runtime.schedules import UNTIMED_STREAM_FRAMES, build_executor, cim_durations_ns, latency_schedule, stream_schedule
+from cimsplit.runtime.timed import TimedExecutor, TimedRun
 from cimsplit.runtime.timeline import Timeline, replay
 from cimsplit.runtime.transfers import TransferCounter, TransferStats
 
-__all__ = ["Session"]
+__all__ = ["Session", "CIM_TIMINGS"]
+
+CIM_TIMINGS = ("functional", "modeled")
+"""``functional``: the CIM computes and returns at once; ``modeled``: it completes when the modeled accelerator would."""
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +46,26 @@ class Session:
     ``cim_device`` replaces the default functional CIM simulator (any object
     with ``name`` and ``load(model) -> kernel``); ``threads`` is the intra-op
     thread count of every onnxruntime session; ``custom_op_libraries`` are
-    registered with each (operators of custom domains).
+    registered with each (operators of custom domains).  ``cim_timing``
+    ``"modeled"`` puts the CIM on the timed emulator
+    (:class:`~cimsplit.runtime.emulation.ModeledCimSimulator`), which
+    :meth:`measure_latency` and :meth:`measure_stream` need.
     """
 
     def __init__(self, plan_dir: str | Path, *, cim_device: Device | None = None,
-                 host_device: Device | None = None, threads: int = 1, custom_op_libraries: Sequence[str] = ()) -> None:
+                 host_device: Device | None = None, threads: int = 1, custom_op_libraries: Sequence[str] = (),
+                 cim_timing: str = "functional") -> None:
+        if cim_timing not in CIM_TIMINGS:
+            raise CimsplitError(f"unknown CIM timing {cim_timing!r}", hint=f"use one of {', '.join(CIM_TIMINGS)}")
         self.manifest: Manifest = load_manifest(plan_dir)
+        if cim_timing == "modeled" and cim_device is None:
+            cim_device = ModeledCimSimulator(cim_durations_ns(self.manifest.plan), threads=threads,
+                                             custom_op_libraries=custom_op_libraries)
         self.devices: dict[str, Device] = {
             "host": host_device or OrtCpuDevice(threads=threads, custom_op_libraries=custom_op_libraries),
             "cim": cim_device or FunctionalCimSimulator(threads=threads, custom_op_libraries=custom_op_libraries),
         }
+        self._timed: dict[str, TimedExecutor] = {}
         self._kernels: dict[str, Kernel] = {}
         for part in self.manifest.partitions:
             if part.device not in self.devices:
@@ -241,6 +257,36 @@ class Session:
     def _call(self, part: PartitionRecord, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         outputs = self._kernels[part.name].run(feeds)
         return {t: outputs[t] for t in part.outputs}
+
+    # ------------------------------------------------------------------- timed
+    def measure_latency(self, feeds: Mapping[str, np.ndarray]) -> TimedRun:
+        """One frame with the CIM and bus emulated, as the latency plan schedules it (``run --repeat``)."""
+        return self._executor("latency").run([self.check_feeds(feeds)])
+
+    def measure_stream(self, stream: Sequence[Mapping[str, np.ndarray]]) -> TimedRun:
+        """A stream with the CIM and bus emulated, on the plan's periodic schedule (``run --stream``)."""
+        checked: dict[int, dict[str, np.ndarray]] = {}
+        for feeds in stream:  # a frame repeated keeps its identity: its values are computed once
+            checked.setdefault(id(feeds), self.check_feeds(feeds))
+        return self._executor("stream").run([checked[id(feeds)] for feeds in stream])
+
+    @property
+    def frames_in_flight(self) -> int:
+        """Frames a stream overlaps: the plan's ``frames_in_flight``, or two for a plan without a stream schedule."""
+        stream = self.manifest.plan.stream
+        return stream.frames_in_flight if stream else UNTIMED_STREAM_FRAMES
+
+    def _executor(self, mode: str) -> TimedExecutor:
+        cim = self.devices["cim"]
+        if not isinstance(cim, ModeledCimSimulator):
+            raise CimsplitError("timed runs need the modeled CIM timing", hint="pass --cim-timing modeled")
+        if mode not in self._timed:
+            plan = self.manifest.plan
+            schedule = latency_schedule(plan) if mode == "latency" else stream_schedule(plan)
+            files = {p.name: self.manifest.path(p) for p in self.manifest.partitions}
+            kernels = {p.name: self._kernels[p.name] for p in self.manifest.partitions if p.device == "cim"}
+            self._timed[mode] = build_executor(plan, files, self.devices["host"], cim, kernels, schedule)  # type: ignore[arg-type]
+        return self._timed[mode]
 
     @property
     def transfer_stats(self) -> TransferStats:

@@ -1,0 +1,161 @@
+"""A partition's operators as the plan schedules them: steps, and host partitions cut into pieces.
+
+The plan times *operators* (one workload operator is one or a few ONNX nodes,
+e.g. Conv + its fused Relu); the runtime executes *partitions*.  The written
+partition files say which operator each node belongs to
+(``cimsplit.operator`` in ``NodeProto.metadata_props``, see
+``passes/rewrite/annotate.py``), so a partition reads back as a list of
+:class:`Step`: the nodes of one operator, or one node of no scheduled
+operator (a weight's DequantizeLinear, the copy of a cut DequantizeLinear),
+which takes no time.
+
+For timed runs a host partition is cut into **pieces**
+(:func:`host_pieces`), each one onnxruntime session: a piece is a maximal run
+of the partition's host operators that the schedule runs back to back and
+whose inputs from other partitions have all arrived when the run begins.  The
+runtime starts a partition only when all its inputs are there and runs it in
+one go; a host partition whose later operators wait in the schedule for a
+CIM result (or that the schedule interleaves with other host work) would
+otherwise hold its early operators back, or run them out of the planned
+order.  A node of no scheduled operator is copied into every piece that
+reads it (as the split copies a cut DequantizeLinear into every partition
+that reads it, so int8 tensors stay the ones that cross).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+import onnx
+from onnx import helper
+
+__all__ = ["Step", "partition_steps", "Piece", "host_pieces", "OPERATOR_KEY"]
+
+OPERATOR_KEY = "cimsplit.operator"
+"""The metadata key naming a node's workload operator (written by the annotate pass)."""
+
+_TOLERANCE_NS = 1.0
+"""Two schedule times closer than this are the same instant (they are sums of floats)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One scheduled operator of a partition (``operator`` None: nodes of no operator, no time)."""
+
+    operator: str | None
+    nodes: tuple[int, ...]
+    """Indices into the partition model's nodes, in model order."""
+    inputs: tuple[str, ...]
+    """Activation tensors the step reads from outside itself (no initializers)."""
+    outputs: tuple[str, ...]
+
+
+def partition_steps(model: onnx.ModelProto, operators: Collection[str]) -> list[Step]:
+    """The partition's nodes grouped by their operator (those in ``operators``), in model order."""
+    weights = {t.name for t in model.graph.initializer}
+    groups: dict[str | int, list[int]] = {}
+    for i, node in enumerate(model.graph.node):
+        op = next((p.value for p in node.metadata_props if p.key == OPERATOR_KEY), "")
+        groups.setdefault(op if op in operators else i, []).append(i)
+    steps = []
+    for key, members in groups.items():
+        produced: set[str] = set()
+        inputs: list[str] = []
+        outputs: list[str] = []
+        for i in members:
+            node = model.graph.node[i]
+            for t in node.input:
+                if t and t not in weights and t not in produced and t not in inputs:
+                    inputs.append(t)
+            produced.update(o for o in node.output if o)
+            outputs.extend(o for o in node.output if o)
+        steps.append(Step(key if isinstance(key, str) else None, tuple(members), tuple(inputs), tuple(outputs)))
+    return steps
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A run of one host partition's operators, its own model; ``start_ns``/``duration_ns`` in the schedule."""
+
+    name: str
+    model: onnx.ModelProto
+    operators: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    start_ns: float
+    duration_ns: float
+
+
+def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], times_ns: Mapping[str, tuple[float, float]],
+                arrival_ns: Mapping[str, float]) -> list[Piece]:
+    """Cut host partition ``name`` (``model``, exporting ``outputs``) into the pieces the schedule runs.
+
+    ``times_ns``: operator -> (start, duration) in the schedule; ``arrival_ns``:
+    tensor -> when it arrives on the host from elsewhere in the schedule
+    (missing: at the start).  Pieces are in schedule order.
+    """
+    steps = partition_steps(model, times_ns)
+    timed = sorted((s for s in steps if s.operator is not None), key=lambda s: (times_ns[s.operator][0], s.nodes[0]))  # type: ignore[index]
+    produced_here = {t for s in steps for t in s.outputs}
+    runs: list[list[Step]] = []
+    run_start = run_end = 0.0
+    for step in timed:
+        start, duration = times_ns[step.operator]  # type: ignore[index]
+        late = max((arrival_ns.get(t, 0.0) for t in step.inputs if t not in produced_here), default=0.0)
+        if not runs or start > run_end + _TOLERANCE_NS or late > run_start + _TOLERANCE_NS:
+            runs.append([])
+            run_start = start
+        runs[-1].append(step)
+        run_end = start + duration
+    if not runs:  # no scheduled operator at all (e.g. only the copy of a cut DequantizeLinear)
+        runs.append([])
+        run_start = max((arrival_ns.get(t, 0.0) for s in steps for t in s.inputs if t not in produced_here), default=0.0)
+    members: list[set[int]] = [{i for s in run for i in s.nodes} for run in runs]
+    _place_untimed(model, [s for s in steps if s.operator is None], members)
+    return _build(name, model, outputs, runs, members, times_ns, run_start)
+
+
+def _place_untimed(model: onnx.ModelProto, untimed: list[Step], members: list[set[int]]) -> None:
+    """A node of no operator joins every piece that reads its outputs (a copy each); one that no piece
+    reads (it makes a partition output) joins the last piece that makes one of its inputs, else the first."""
+    nodes = model.graph.node
+    for step in reversed(untimed):  # consumers first: a chain of them follows its last reader
+        (i,) = step.nodes
+        outputs = set(nodes[i].output)
+        readers = [k for k, m in enumerate(members) if any(outputs & set(nodes[j].input) for j in m)]
+        if not readers:
+            inputs = set(nodes[i].input)
+            makers = [k for k, m in enumerate(members) if any(inputs & set(nodes[j].output) for j in m)]
+            readers = [max(makers, default=0)]
+        for k in readers:
+            members[k].add(i)
+
+
+def _build(name: str, model: onnx.ModelProto, outputs: Collection[str], runs: list[list[Step]], members: list[set[int]],
+           times_ns: Mapping[str, tuple[float, float]], only_start: float) -> list[Piece]:
+    graph = model.graph
+    inferred = onnx.shape_inference.infer_shapes(model)
+    infos = {vi.name: vi for vi in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output)}
+    weights = {t.name: t for t in graph.initializer}
+    made = [{o for i in m for o in graph.node[i].output if o} for m in members]
+    read = [{t for i in m for t in graph.node[i].input if t} for m in members]
+    exported: set[str] = set()
+    pieces = []
+    for k, m in enumerate(members):
+        order = sorted(m)
+        inputs = [t for t in dict.fromkeys(t for i in order for t in graph.node[i].input if t)
+                  if t not in made[k] and t not in weights]
+        outs = [t for t in dict.fromkeys(o for i in order for o in graph.node[i].output if o)
+                if t not in exported and ((t in outputs) or any(t in read[j] and t not in made[j] for j in range(len(members)) if j != k))]
+        exported.update(outs)
+        sub = helper.make_graph(
+            [graph.node[i] for i in order], f"{name}_{k}", [infos[t] for t in inputs], [infos[t] for t in outs],
+            initializer=[weights[t] for t in sorted(read[k] & set(weights))],
+        )
+        piece_model = helper.make_model(sub, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+        ops = tuple(s.operator for s in runs[k]) if k < len(runs) else ()
+        start = times_ns[ops[0]][0] if ops else only_start  # type: ignore[index]
+        pieces.append(Piece(f"{name}.{k}" if len(members) > 1 else name, piece_model, ops,  # type: ignore[arg-type]
+                            tuple(inputs), tuple(outs), start, sum(times_ns[o][1] for o in ops)))  # type: ignore[index]
+    return pieces
