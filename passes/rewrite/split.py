@@ -33,6 +33,7 @@ from cimsplit.compiler.hardware import Hardware
 from cimsplit.passes.rewrite.annotate import KEY_DEVICE
 from cimsplit.passes.rewrite.graph_utils import value_infos
 from cimsplit.passes.rewrite.partitions import HOST, PartitionSpec, SplitPlan, plan_split
+from cimsplit.passes.rewrite.unsigned_cuts import onnxruntime_converts_int8_pairs, unsigned_cuts
 
 __all__ = [
     "PARTITION_DOMAIN",
@@ -61,9 +62,15 @@ class SplitResult:
 def split(model: onnx.ModelProto, devices: Mapping[str, str], hardware: Hardware) -> SplitResult:
     """Group, then write partitions and the top level; every model passes ``onnx.checker`` full check.
 
-    Transfers are priced by ``hardware``'s bus (see :func:`plan_split`).
+    Transfers are priced by ``hardware``'s bus (see :func:`plan_split`).  Cut int8 QDQ
+    pairs become uint8 where onnxruntime would convert them (:mod:`.unsigned_cuts`).
     """
     plan = plan_split(model, devices, hardware)
+    if onnxruntime_converts_int8_pairs():
+        partition_of = {name: spec.name for spec in plan.partitions for name in spec.nodes}
+        model, converted = unsigned_cuts(model, partition_of)
+        if converted:  # the same partitions; they now read the new uint8 zero points
+            plan = plan_split(model, devices, hardware)
     partitions = {spec.name: partition_model(model, spec) for spec in plan.partitions}
     return SplitResult(plan, partitions, partitioned_model(model, plan))
 

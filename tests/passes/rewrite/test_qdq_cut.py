@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.hardware import Hardware
 from cimsplit.passes.rewrite.split import split
+from cimsplit.passes.rewrite.unsigned_cuts import onnxruntime_converts_int8_pairs, unsigned_cuts
 from cimsplit.runtime.devices import session_options
 
 BUS_BYTES_PER_S = 20.48e9
@@ -83,6 +84,13 @@ def _session(model: onnx.ModelProto, optimized_path: str | None = None) -> ort.I
     return ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
 
 
+def _zero_point_types(optimized: onnx.ModelProto) -> dict[str, int]:
+    """Q/DQ node name -> element type of its zero point, in a graph onnxruntime optimized."""
+    inits = {t.name: t.data_type for t in optimized.graph.initializer}
+    return {n.name.removesuffix("/duplicated"): inits[n.input[2]] for n in optimized.graph.node
+            if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.input[2] in inits}
+
+
 def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     session = _session(model)
     names = [o.name for o in session.get_outputs()]
@@ -142,16 +150,25 @@ def test_partitions_fuse_qlinear_and_equal_the_whole_model_bit_for_bit(devices, 
     result = split(model, devices, BUS_OWN)
     x = np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32) * 3
     expected = _run(model, {"x": x})
-    tensors = {"x": x}
+    _session(model, str(tmp_path / "whole.opt.onnx"))
+    whole = [n.op_type for n in onnx.load(tmp_path / "whole.opt.onnx").graph.node]
+    # uint8 activations: onnxruntime fuses both MatMuls.  int8 ones: it converts the pairs q_x -> dq_x
+    # and q_c -> dq_c to uint8 (x86) but not q_a -> dq_a (dq_a has two readers), and does not fuse
+    # MatMuls that mix the two; the partitions must run exactly those kernels.
+    assert whole.count("QLinearMatMul") == (2 if activations == np.uint8 else 0)
+    tensors, fused = {"x": x}, 0
     for spec in result.plan.partitions:
         part = result.partitions[spec.name]
         optimized = tmp_path / f"{spec.name}.opt.onnx"
         _session(part, str(optimized))
-        kinds = {n.op_type for n in onnx.load(optimized).graph.node}
-        # onnxruntime still forms the quantized kernels inside every partition that holds a MatMul.
-        if {"a", "c"} & set(spec.nodes):
-            assert "QLinearMatMul" in kinds and "MatMul" not in kinds, (spec.name, kinds)
+        fused += [n.op_type for n in onnx.load(optimized).graph.node].count("QLinearMatMul")
         tensors.update(_run(part, tensors))
+    assert fused == whole.count("QLinearMatMul")
+    # Every Q/DQ has the zero-point type in its partition that it has in the whole model.
+    types = {}
+    for spec in result.plan.partitions:
+        types.update(_zero_point_types(onnx.load(tmp_path / f"{spec.name}.opt.onnx")))
+    assert types == _zero_point_types(onnx.load(tmp_path / "whole.opt.onnx"))
     for name, value in expected.items():
         np.testing.assert_array_equal(tensors[name], value)
     got = _run(result.partitioned, {"x": x})
@@ -159,12 +176,19 @@ def test_partitions_fuse_qlinear_and_equal_the_whole_model_bit_for_bit(devices, 
         np.testing.assert_array_equal(got[name], value)
 
 
-def test_int8_pairs_stay_int8_in_every_session(tmp_path) -> None:
-    """On x86 onnxruntime would rewrite int8 Q/DQ pairs to uint8 in the whole model but cannot for a
-    pair cut between partitions; the runtime's options keep them int8 everywhere, so both run alike."""
-    optimized = tmp_path / "whole.opt.onnx"
-    _session(qdq_fork(np.int8), str(optimized))
-    model = onnx.load(optimized)
-    inits = {t.name: t for t in model.graph.initializer}
-    zero_points = {inits[n.input[2]].data_type for n in model.graph.node if n.op_type == "QuantizeLinear"}
-    assert zero_points == {TensorProto.INT8}
+def test_cut_int8_pairs_become_uint8_where_onnxruntime_converts_them() -> None:
+    """int8 activations under FORK_DEVICES: onnxruntime (x86) converts q_x -> dq_x, q_b -> dq_b and
+    q_c -> dq_c, not q_a -> dq_a (dq_a feeds two nodes, so it is duplicated first).  Of those only
+    q_c -> dq_c is cut (q_c on the CIM, dq_c with the graph outputs on the host): the split converts it."""
+    model = qdq_fork(np.int8)
+    plan = split(model, FORK_DEVICES, BUS_OWN).plan
+    partition_of = {name: spec.name for spec in plan.partitions for name in spec.nodes}
+    converted, tensors = unsigned_cuts(model, partition_of)
+    assert tensors == ("qc",)
+    zero_points = {t.name: t for t in converted.graph.initializer}
+    q_c, dq_c = (next(n for n in converted.graph.node if n.name == name) for name in ("q_c", "dq_c"))
+    assert q_c.input[2] == dq_c.input[2] == "qc_zero_point_u8"
+    assert numpy_helper.to_array(zero_points["qc_zero_point_u8"]).tolist() == 128  # int8 zero point 0 + 128
+    assert next(v for v in converted.graph.value_info if v.name == "qc").type.tensor_type.elem_type == TensorProto.UINT8
+    assert unsigned_cuts(qdq_fork(np.uint8), partition_of) == (qdq_fork(np.uint8), ())
+    assert onnxruntime_converts_int8_pairs("x86_64") and not onnxruntime_converts_int8_pairs("aarch64")
