@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"streamed: {args.stream} inferences pipelined ({window} in flight), "
                   f"{wall_s / args.stream * 1e3:.3f} ms per inference, {args.stream / wall_s:.1f} inferences/s (wall time)")
             report["period_ns"] = {"measured": wall_s / args.stream * 1e9,
-                                   "modeled": plan.stream.period_ns if plan.stream else None}
+                                   "modeled": plan.period_ns}
         stream_ok = report.get("period_ns", {}).pop("outputs_equal", True)  # type: ignore[union-attr]
         if report:
             report["frames"] = args.stream or args.repeat
@@ -322,15 +322,14 @@ def _timed_latency(session, feeds: dict[str, np.ndarray], repeat: int) -> dict[s
 def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.ndarray], frames: int) -> dict[str, float | None]:
     """A stream of ``frames`` with the CIM emulated: frames/s and the steady-state period beside the plan's."""
     run = session.measure_stream([feeds] * frames)
-    stream = session.manifest.plan.stream
-    modeled = stream.period_ns if stream else None
+    modeled = session.manifest.plan.period_ns
     measured = run.period_ns if frames > 1 else run.wall_ns
     print(f"streamed (modeled CIM timing): {frames} frames, {session.frames_in_flight} in flight, "
           f"{frames / run.wall_ns * 1e9:.1f} frames/s overall"
           + (f", steady state {1e9 / run.period_ns:.1f} frames/s" if frames > 1 else ""))
     which = "(last finish - first finish) / (frames - 1)" if frames > 1 else "one frame's latency"
     print(f"measured period {_fmt_ns(measured)} [{which}]; plan period "
-          f"{_fmt_ns(modeled) if modeled else 'n/a (the plan has no stream schedule: recompile)'}; "
+          f"{_fmt_ns(modeled) if modeled else 'n/a (a plan written before streams: recompile)'}; "
           f"measured/modeled {_ratio(measured, modeled)}")
     exact = is_quantized(session.manifest.model_path) if Path(session.manifest.model_path).is_file() else False
     same = all(equal for out in run.outputs for _, _, _, equal in compare(out, single, exact))

@@ -16,12 +16,14 @@ Sections of the file:
                 duration, graph input/output transfer times; per edge its transfer
                 time; the makespan (equal to the placement's validated makespan)
 ``makespan_ns`` the predicted latency
-
-Optional, from the stream (throughput) objective, kept in the report and read
-through :attr:`Plan.stream` (:class:`StreamSchedule`): ``objective``,
-``period_ns``, ``frames_in_flight`` and ``stream`` (``latency_ns`` and
-``tasks``: the single-frame schedule S that every frame f runs shifted by
-f * period_ns).
+``objective``   ``latency`` or ``throughput``: what the placement minimized
+``period_ns``   the stream's modeled period (for a latency plan: its placement's minimum period)
+``frames_in_flight``  ceil(stream latency / period): frames that overlap in the steady state
+``stream``      the periodic schedule: ``latency_ns`` (one frame in the stream) and ``tasks``, each
+                ``name``, ``kind`` (operator|transfer), ``resource`` (host|bus|cim), ``start_ns``,
+                ``duration_ns``; frame f runs a task at f * period_ns + start_ns.  Operator tasks
+                are named by the operator, transfer tasks ``TENSOR->DEVICE`` as the
+                ``transfers`` entries (tensor, dst_device); older plans have none of these four keys
 
 Every other top-level key is the placement report (``cimsplit partition
 --json``: ``hardware``, ``operators``, ``edges``, ``cpu_only_ns``, ``speedup``,
@@ -51,8 +53,8 @@ __all__ = [
     "TimelineOperator",
     "TimelineEdge",
     "PlanTimeline",
-    "StreamTask",
-    "StreamSchedule",
+    "StreamTaskRecord",
+    "StreamRecord",
     "Plan",
     "read_plan",
     "dumps",
@@ -61,7 +63,8 @@ __all__ = [
 PLAN_VERSION = 1
 SUPPORTED_VERSIONS = (1,)
 
-_PLAN_KEYS = ("version", "model", "partitions", "transfers", "timeline", "makespan_ns")
+_PLAN_KEYS = ("version", "model", "partitions", "transfers", "timeline", "makespan_ns", "objective", "period_ns",
+              "frames_in_flight", "stream")
 
 
 @dataclass(frozen=True)
@@ -199,55 +202,39 @@ class PlanTimeline:
 
 
 @dataclass(frozen=True)
-class StreamTask:
-    """One task of the single-frame schedule S of a stream.
-
-    An operator task is named by its workload operator (as in the timeline); a
-    transfer task ``"<tensor>-><dst_device>"``, as the :class:`TransferRecord`
-    of that tensor and destination.  ``resource`` is ``host`` (serial), ``bus``
-    (serial) or ``cim`` (each CIM operator is a unit of its own).
-    """
+class StreamTaskRecord:
+    """One task of a stream's single-frame schedule S: frame f runs it at f * period + ``start_ns``."""
 
     name: str
     kind: str
+    """``operator`` or ``transfer``."""
     resource: str
+    """``host``, ``bus`` or ``cim`` (each CIM operator is its own resource)."""
     start_ns: float
     duration_ns: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "resource": self.resource,
-                "start_ns": float(self.start_ns), "duration_ns": float(self.duration_ns)}
+        return {"name": self.name, "kind": self.kind, "resource": self.resource, "start_ns": float(self.start_ns),
+                "duration_ns": float(self.duration_ns)}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> StreamTask:
+    def from_json(cls, data: Mapping[str, Any]) -> StreamTaskRecord:
         return cls(data["name"], data["kind"], data["resource"], float(data["start_ns"]), float(data["duration_ns"]))
 
 
 @dataclass(frozen=True)
-class StreamSchedule:
-    """A shifted-copies periodic schedule: frame f runs task t at ``f * period_ns + t.start_ns``."""
+class StreamRecord:
+    """The periodic schedule of a stream: one frame's latency and its tasks."""
 
-    objective: str
-    period_ns: float
-    frames_in_flight: int
     latency_ns: float
-    """One frame's latency under S."""
-    tasks: tuple[StreamTask, ...]
+    tasks: tuple[StreamTaskRecord, ...]
 
     def to_json(self) -> dict[str, Any]:
-        """The top-level plan.json keys of the stream."""
-        return {"objective": self.objective, "period_ns": float(self.period_ns),
-                "frames_in_flight": int(self.frames_in_flight),
-                "stream": {"latency_ns": float(self.latency_ns), "tasks": [t.to_json() for t in self.tasks]}}
+        return {"latency_ns": float(self.latency_ns), "tasks": [t.to_json() for t in self.tasks]}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> StreamSchedule | None:
-        """The stream of a plan document (or its report); None for a plan written before streams."""
-        if "stream" not in data or "period_ns" not in data:
-            return None
-        stream = data["stream"]
-        return cls(str(data.get("objective", "latency")), float(data["period_ns"]), int(data.get("frames_in_flight", 1)),
-                   float(stream["latency_ns"]), tuple(StreamTask.from_json(t) for t in stream["tasks"]))
+    def from_json(cls, data: Mapping[str, Any]) -> StreamRecord:
+        return cls(float(data["latency_ns"]), tuple(StreamTaskRecord.from_json(t) for t in data["tasks"]))
 
 
 @dataclass(frozen=True)
@@ -262,6 +249,12 @@ class Plan:
     report: Mapping[str, Any] = field(default_factory=dict, compare=False)
     """The other top-level keys (the placement report, see the module docstring); read-only."""
     version: int = PLAN_VERSION
+    objective: str | None = None
+    """``latency`` or ``throughput``; None in plans written before streams were modeled (latency)."""
+    period_ns: float | None = None
+    """The stream's modeled period; None in plans written before streams were modeled."""
+    frames_in_flight: int | None = None
+    stream: StreamRecord | None = None
 
     @property
     def model_latency_ort_all_ns(self) -> float | None:
@@ -274,11 +267,6 @@ class Plan:
         """Speedup over whole-model onnxruntime with all optimizations, when the report has it."""
         value = self.report.get("speedup_vs_ort_all")
         return None if value is None else float(value)
-
-    @property
-    def stream(self) -> StreamSchedule | None:
-        """The periodic schedule of a stream, when the plan has one (plans of the throughput work on)."""
-        return StreamSchedule.from_json(self.report)
 
     def partition(self, name: str) -> PartitionRecord:
         for part in self.partitions:
@@ -296,6 +284,14 @@ class Plan:
             timeline=self.timeline.to_json(),
             makespan_ns=float(self.makespan_ns),
         )
+        if self.objective is not None:
+            document["objective"] = self.objective
+        if self.period_ns is not None:
+            document["period_ns"] = float(self.period_ns)
+        if self.frames_in_flight is not None:
+            document["frames_in_flight"] = int(self.frames_in_flight)
+        if self.stream is not None:
+            document["stream"] = self.stream.to_json()
         return document
 
     @classmethod
@@ -303,7 +299,7 @@ class Plan:
         """Parse a plan document; a wrong version is a ``ValueError``, a missing key a ``KeyError``."""
         if data.get("version") not in SUPPORTED_VERSIONS:
             raise ValueError(f"unsupported version {data.get('version')!r}")
-        plan = cls(
+        return cls(
             model=ModelRecord.from_json(data["model"]),
             partitions=tuple(PartitionRecord.from_json(p) for p in data["partitions"]),
             transfers=tuple(TransferRecord.from_json(t) for t in data["transfers"]),
@@ -311,9 +307,11 @@ class Plan:
             makespan_ns=float(data["makespan_ns"]) if "makespan_ns" in data else float(data["timeline"]["makespan_ns"]),
             report={k: v for k, v in data.items() if k not in _PLAN_KEYS},
             version=int(data["version"]),
+            objective=str(data["objective"]) if data.get("objective") is not None else None,
+            period_ns=float(data["period_ns"]) if data.get("period_ns") is not None else None,
+            frames_in_flight=int(data["frames_in_flight"]) if data.get("frames_in_flight") is not None else None,
+            stream=StreamRecord.from_json(data["stream"]) if data.get("stream") is not None else None,
         )
-        plan.stream  # noqa: B018 - a damaged stream section fails here, not in the middle of a run
-        return plan
 
 
 def read_plan(path: str | Path) -> Plan:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -22,7 +23,14 @@ from cimsplit.runtime.plan import PartitionRecord, Plan
 from cimsplit.runtime.steps import host_pieces
 from cimsplit.runtime.timed import ExecSchedule, TimedExecutor
 
-__all__ = ["latency_schedule", "stream_schedule", "build_executor", "cim_durations_ns", "UNTIMED_STREAM_FRAMES"]
+__all__ = [
+    "latency_schedule",
+    "stream_schedule",
+    "stream_frames_in_flight",
+    "build_executor",
+    "cim_durations_ns",
+    "UNTIMED_STREAM_FRAMES",
+]
 
 UNTIMED_STREAM_FRAMES = 2
 """Frames in flight of a stream whose plan has no stream schedule (as the untimed runtime)."""
@@ -40,7 +48,7 @@ def latency_schedule(plan: Plan) -> ExecSchedule:
 
 def stream_schedule(plan: Plan) -> ExecSchedule:
     stream = plan.stream
-    if stream is None:
+    if stream is None or plan.period_ns is None:
         host = {op.name: (op.start_ns, op.duration_ns) for op in plan.timeline.operators if op.device == "host"}
         return ExecSchedule(host, {}, None, UNTIMED_STREAM_FRAMES, False, plan.makespan_ns)
     host = {t.name: (t.start_ns, t.duration_ns) for t in stream.tasks if t.kind == "operator" and t.resource == "host"}
@@ -51,7 +59,16 @@ def stream_schedule(plan: Plan) -> ExecSchedule:
         if name not in moves:
             raise CimsplitError(f"the plan's stream schedule has no task for transfer {name}", hint="recompile")
         starts[(tr.tensor, tr.dst_device)] = moves[name]
-    return ExecSchedule(host, starts, stream.period_ns, stream.frames_in_flight, True, stream.latency_ns)
+    return ExecSchedule(host, starts, plan.period_ns, stream_frames_in_flight(plan), True, stream.latency_ns)
+
+
+def stream_frames_in_flight(plan: Plan) -> int:
+    """The plan's ``frames_in_flight``, else what its stream needs: ceil(latency / period)."""
+    if plan.frames_in_flight:
+        return plan.frames_in_flight
+    if plan.stream is None or not plan.period_ns:
+        return UNTIMED_STREAM_FRAMES
+    return max(1, math.ceil(plan.stream.latency_ns / plan.period_ns - 1e-9))
 
 
 def _arrivals_ns(plan: Plan, schedule: ExecSchedule, cim_kernels: Mapping[str, ModeledCimKernel]) -> dict[str, float]:

@@ -24,7 +24,14 @@ from cimsplit.runtime.devices import Device, FunctionalCimSimulator, Kernel, Ort
 from cimsplit.runtime.emulation import ModeledCimSimulator
 from cimsplit.runtime.manifest import Manifest, load_manifest
 from cimsplit.runtime.plan import PartitionRecord
-from cimsplit.runtime.schedules import UNTIMED_STREAM_FRAMES, build_executor, cim_durations_ns, latency_schedule, stream_schedule
+from cimsplit.runtime.schedules import (
+    UNTIMED_STREAM_FRAMES,
+    build_executor,
+    cim_durations_ns,
+    latency_schedule,
+    stream_frames_in_flight,
+    stream_schedule,
+)
 from cimsplit.runtime.timed import TimedExecutor, TimedRun
 from cimsplit.runtime.timeline import Timeline, replay
 from cimsplit.runtime.transfers import TransferCounter, TransferStats
@@ -273,8 +280,8 @@ class Session:
     @property
     def frames_in_flight(self) -> int:
         """Frames a stream overlaps: the plan's ``frames_in_flight``, or two for a plan without a stream schedule."""
-        stream = self.manifest.plan.stream
-        return stream.frames_in_flight if stream else UNTIMED_STREAM_FRAMES
+        plan = self.manifest.plan
+        return stream_frames_in_flight(plan) if plan.stream is not None else UNTIMED_STREAM_FRAMES
 
     def _executor(self, mode: str) -> TimedExecutor:
         cim = self.devices["cim"]

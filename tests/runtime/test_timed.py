@@ -28,7 +28,7 @@ from cimsplit.passes.fixed_placement import fixed_assignment
 from cimsplit.passes.pipeline import build_artifacts
 from cimsplit.passes.placement.driver import problem_from_costs
 from cimsplit.runtime import Session
-from cimsplit.runtime.plan import StreamSchedule, StreamTask, read_plan
+from cimsplit.runtime.plan import StreamRecord, StreamTaskRecord, read_plan
 from cimsplit.runtime.steps import host_pieces
 
 
@@ -68,11 +68,11 @@ def compile_fixed(path: Path, out: Path, on_cim: set[str]) -> Path:
     return write_artifacts(out, built)
 
 
-def add_stream(directory: Path, frames_in_flight: int = 2) -> StreamSchedule:
+def add_stream(directory: Path, frames_in_flight: int = 2) -> None:
     """Give a plan the stream fields, S = its latency timeline (transfers right after their producers)."""
     plan = read_plan(directory / "plan.json")
     ops = {op.name: op for op in plan.timeline.operators}
-    tasks = [StreamTask(op.name, "operator", op.device, op.start_ns, op.duration_ns) for op in ops.values()]
+    tasks = [StreamTaskRecord(op.name, "operator", op.device, op.start_ns, op.duration_ns) for op in ops.values()]
     made = {}  # tensor -> finish of the operator that makes it
     for op in plan.timeline.operators:
         for part in plan.partitions:
@@ -80,14 +80,13 @@ def add_stream(directory: Path, frames_in_flight: int = 2) -> StreamSchedule:
                 for t in part.outputs:
                     made.setdefault(t, op.finish_ns)
     for tr in plan.transfers:
-        tasks.append(StreamTask(f"{tr.tensor}->{tr.dst_device}", "transfer", "bus", made.get(tr.tensor, 0.0), tr.latency_ns))
+        tasks.append(StreamTaskRecord(f"{tr.tensor}->{tr.dst_device}", "transfer", "bus", made.get(tr.tensor, 0.0), tr.latency_ns))
     busy = [sum(op.duration_ns for op in ops.values() if op.device == "host"), sum(tr.latency_ns for tr in plan.transfers)]
     period = max(busy + [op.duration_ns for op in ops.values() if op.device == "cim"])
-    stream = StreamSchedule("throughput", period, frames_in_flight, plan.makespan_ns, tuple(tasks))
     document = json.loads((directory / "plan.json").read_text())
-    document.update(stream.to_json())
+    document.update(objective="throughput", period_ns=period, frames_in_flight=frames_in_flight,
+                    stream=StreamRecord(plan.makespan_ns, tuple(tasks)).to_json())
     (directory / "plan.json").write_text(json.dumps(document))
-    return stream
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +174,8 @@ def test_stream_outputs_equal_the_single_frame_outputs_frame_by_frame(fork_dir, 
         add_stream(directory, frames_in_flight=3)
     stream = frames(6, seed=3)
     with Session(directory, cim_timing="modeled") as session:
-        assert session.frames_in_flight == (3 if timed_plan else 2)
+        plan = session.manifest.plan
+        assert session.frames_in_flight == (3 if timed_plan else plan.frames_in_flight if plan.stream else 2)
         single = [session.run(feeds) for feeds in stream]
         timed = session.measure_stream(stream)
         untimed = session.run_stream(stream, window=session.frames_in_flight)
@@ -214,7 +214,7 @@ def test_the_report_has_the_keys_of_what_was_run(fork_dir, tmp_path, capsys) -> 
     assert set(data) == {"latency_ns", "period_ns", "frames"} and data["frames"] == 3
     assert set(data["latency_ns"]) == set(data["period_ns"]) == {"measured", "modeled"}
     assert data["latency_ns"]["modeled"] == read_plan(fork_dir / "plan.json").makespan_ns
-    assert data["period_ns"]["modeled"] is None  # this plan has no stream schedule
+    assert data["period_ns"]["modeled"] == read_plan(fork_dir / "plan.json").period_ns
     assert all(math.isfinite(data[k]["measured"]) and data[k]["measured"] > 0 for k in ("latency_ns", "period_ns"))
     assert "stream outputs equal the single-frame outputs frame by frame: yes" in capsys.readouterr().out
     assert main(["run", str(fork_dir), "--cim-timing", "modeled", "--repeat", "1", "--report", str(report)]) == 0
