@@ -9,6 +9,7 @@ happens there, once.  Library code only ever sees those values:
 ``HardwareArgs``  ``--hw``, overrides, profile   -> :class:`~cimsplit.compiler.hardware.Hardware`
                   (``--paper-exact``, ``--op-latency`` -> :meth:`HardwareArgs.compile_options`)
 ``SolverArgs``    ``--solver``, ``--time-limit``, ``--mip-gap``, ``--plain``, ``--verbose``
+                  (``stream=True``: ``--objective``, ``--max-latency``, ``--frames-in-flight``)
                                                  -> :class:`~cimsplit.passes.placement.options.SolveOptions`
 ``OutputArgs``    ``-o``, ``--force``            -> :class:`OutputSpec`
 """
@@ -110,9 +111,11 @@ class HardwareArgs:
 class SolverArgs:
     """Which solver, how long, how exact; ``verbose=False`` leaves out ``--verbose`` (the sweep's workers)."""
 
-    def __init__(self, verbose: bool = True, time_limit_help: str = "solver time limit (default 60)") -> None:
+    def __init__(self, verbose: bool = True, time_limit_help: str = "solver time limit (default 60)",
+                 stream: bool = False) -> None:
         self.verbose = verbose
         self.time_limit_help = time_limit_help
+        self.stream = stream
 
     def add_to_parser(self, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("solver")
@@ -122,6 +125,13 @@ class SolverArgs:
         group.add_argument("--plain", action="store_true", help="the paper's plain formulation, without cuts or tightenings")
         if self.verbose:
             group.add_argument("--verbose", action="store_true", help="show solver output")
+        if self.stream:
+            group.add_argument("--objective", default="latency", metavar="latency|throughput",
+                               help="minimize one frame's latency (default, the paper's) or a stream's period")
+            group.add_argument("--max-latency", metavar="T",
+                               help="throughput: bound on one frame's latency in the stream, e.g. 2ms")
+            group.add_argument("--frames-in-flight", metavar="K",
+                               help="throughput: at most K frames overlap (latency <= K x period)")
 
     @staticmethod
     def parse(args: argparse.Namespace) -> SolveOptions:
@@ -139,8 +149,37 @@ class SolverArgs:
             from cimsplit.passes.placement.solvers.gurobi import import_gurobipy
 
             import_gurobipy()
+        objective, max_latency_ns, frames = SolverArgs._stream_flags(args)
         return SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
-                            verbose=bool(getattr(args, "verbose", False)))
+                            verbose=bool(getattr(args, "verbose", False)), objective=objective,
+                            max_latency_ns=max_latency_ns, frames_in_flight=frames)
+
+    @staticmethod
+    def _stream_flags(args: argparse.Namespace) -> tuple[str, float | None, int | None]:
+        """``--objective``, ``--max-latency`` (a time with unit) and ``--frames-in-flight``, checked."""
+        from cimsplit.compiler.units import parse_time_ns
+        from cimsplit.passes.placement.options import OBJECTIVES
+
+        objective = getattr(args, "objective", None) or "latency"
+        if objective not in OBJECTIVES:
+            raise CimsplitError(f"unknown objective {objective!r}", hint="--objective takes latency or throughput")
+        max_latency, frames = getattr(args, "max_latency", None), getattr(args, "frames_in_flight", None)
+        max_latency_ns = None
+        if max_latency is not None:
+            max_latency_ns = parse_time_ns(max_latency)
+            if max_latency_ns <= 0:
+                raise CimsplitError(f"--max-latency must be a positive time, got {max_latency}")
+        k = None
+        if frames is not None:
+            try:
+                k = int(frames)
+            except ValueError:
+                k = 0
+            if k < 1 or str(k) != str(frames).strip():
+                raise CimsplitError(f"--frames-in-flight must be a whole number >= 1, got {frames}")
+        if objective == "latency" and (max_latency_ns is not None or k is not None):
+            raise CimsplitError("--max-latency and --frames-in-flight bound a stream", hint="add --objective throughput")
+        return objective, max_latency_ns, k
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 from cimsplit.cli.args import HardwareArgs, ModelArgs, OutputArgs, SolverArgs
 
 OUTPUT = OutputArgs("directory", required=True, help="output directory", force_help="replace DIR if it exists and is not empty")
-SOLVER = SolverArgs()
+SOLVER = SolverArgs(stream=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"solver: {result.solver.name} ({result.solver.status}), crossbars used {result.crossbars_used} of {hardware.crossbars}")
     print(f"predicted latency {format_time_ns(result.schedule.makespan_ns)}, CPU-only {format_time_ns(result.cpu_only_ns)}, "
           f"speedup {result.speedup:.2f}x")
+    if result.stream is not None:
+        print(f"stream ({result.objective} plan): period {format_time_ns(result.stream.period_ns)} "
+              f"({1e9 / result.stream.period_ns if result.stream.period_ns > 0 else float('inf'):.1f} frames/s), "
+              f"frame latency {format_time_ns(result.stream.latency_ns)}, {result.stream.frames_in_flight} frames in flight")
     if plan.speedup_vs_ort_all and plan.model_latency_ort_all_ns is not None:
         print(f"whole model on onnxruntime (all optimizations) {format_time_ns(plan.model_latency_ort_all_ns)}, "
               f"speedup {plan.speedup_vs_ort_all:.2f}x")

@@ -20,7 +20,7 @@ from cimsplit.cli.args import HardwareArgs, ModelArgs, SolverArgs
 from cimsplit.cli.table import format_table
 from cimsplit.compiler.units import format_time_ns
 
-SOLVER = SolverArgs()
+SOLVER = SolverArgs(stream=True)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(["operators", "variables", "constraints", "solve time", "objective", "best bound", "MIP gap",
                         "status", "solver"], rows, [True, True, True, True, True, True, True, False, False]))
     print()
+    if result.stream is not None:
+        stream = result.stream
+        rate = 1e9 / stream.period_ns if stream.period_ns > 0 else float("inf")
+        print(f"stream ({result.objective} objective): period {format_time_ns(stream.period_ns)} ({rate:.1f} frames/s), "
+              f"frame latency {format_time_ns(stream.latency_ns)}, {stream.frames_in_flight} frames in flight")
     whole = profile.model_median_ns.get("optimizations_all")
     print(f"CPU-only (sum of per-operator host medians): {format_time_ns(result.cpu_only_ns)} -> "
           f"speedup {result.speedup:.2f}x")

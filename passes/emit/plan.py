@@ -11,13 +11,15 @@ track per overlapping lane of the bus; ``ts``/``dur`` in microseconds.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import logging
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import onnx
 
 from cimsplit.passes.placement.result import PlacementResult
+from cimsplit.passes.placement.stream.tasks import PeriodicSchedule
 from cimsplit.passes.rewrite.partitions import SplitPlan
 from cimsplit.runtime.plan import (
     PLAN_VERSION,
@@ -25,6 +27,8 @@ from cimsplit.runtime.plan import (
     PartitionRecord,
     Plan,
     PlanTimeline,
+    StreamRecord,
+    StreamTaskRecord,
     TensorSpec,
     TimelineEdge,
     TimelineOperator,
@@ -38,9 +42,12 @@ __all__ = [
     "timeline_section",
     "split_section",
     "build_plan",
+    "stream_section",
     "build_trace",
     "dumps",
 ]
+
+log = logging.getLogger(__name__)
 
 _US_PER_NS = 1e-3
 _CRITICAL_TID = 100
@@ -112,14 +119,68 @@ def build_plan(
         inputs=tensor_specs([i for i in model.graph.input if i.name not in initializers]),
         outputs=tensor_specs(list(model.graph.output)),
     )
+    stream = result.stream
     return Plan(
         model=model_record,
         partitions=partitions,
         transfers=transfers,
         timeline=timeline_section(result),
         makespan_ns=float(report.get("makespan_ns", result.schedule.makespan_ns)),
-        report={k: v for k, v in report.items() if k not in ("version", "model", "partitions", "transfers", "timeline", "makespan_ns")},
+        report={k: v for k, v in report.items() if k not in _TYPED_KEYS},
+        objective=result.objective,
+        period_ns=None if stream is None else float(stream.period_ns),
+        frames_in_flight=None if stream is None else int(stream.frames_in_flight),
+        stream=None if stream is None else stream_section(stream, model, report.get("operators", ()), transfers),
     )
+
+
+_TYPED_KEYS = ("version", "model", "partitions", "transfers", "timeline", "makespan_ns", "objective", "period_ns",
+               "frames_in_flight", "stream")
+
+
+def stream_section(stream: PeriodicSchedule, model: onnx.ModelProto, operators: Sequence[Mapping[str, Any]],
+                   transfers: Sequence[TransferRecord]) -> StreamRecord:
+    """plan.json's ``stream``: the placement's periodic schedule with transfers named ``TENSOR->DEVICE``.
+
+    Tensor transfers already carry their tensor's name; a CIM operator's graph input/output
+    transfer (``OP:input->cim`` in the placement, which knows no tensor names) is renamed
+    after the graph inputs it reads / outputs it writes (``operators``: the report's entries
+    with each operator's ONNX ``nodes``), unless that name is taken.
+    """
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = {i.name for i in model.graph.input if i.name not in initializers}
+    graph_outputs = {o.name for o in model.graph.output}
+    nodes = {n.name: n for n in model.graph.node}
+    members = {op["name"]: [nodes[m] for m in op.get("nodes", ()) if m in nodes] for op in operators}
+    names = {t.name for t in stream.tasks}
+    records = []
+    for task in stream.tasks:
+        name = task.name
+        for suffix, wanted, side in ((":input->cim", graph_inputs, "input"), (":output->host", graph_outputs, "output")):
+            op = name[: -len(suffix)] if name.endswith(suffix) else None
+            if op is None or op not in members:
+                continue
+            tensors = list(dict.fromkeys(t for n in members[op] for t in getattr(n, side) if t in wanted))
+            renamed = f"{'+'.join(tensors)}{suffix[len(':' + side):]}"
+            if tensors and renamed not in names:
+                names.add(renamed)
+                name = renamed
+        records.append(StreamTaskRecord(name, task.kind, task.resource, task.start_ns, task.duration_ns))
+    split_names = {f"{t.tensor}->{t.dst_device}" for t in transfers}
+    # A QDQ model's cut lies between Q and DQ (the int8 tensor crosses): name such a transfer after
+    # the DequantizeLinear's quantized input, as the split does.
+    producer = {o: n for n in model.graph.node for o in n.output}
+    for k, record in enumerate(records):
+        tensor, _, device = record.name.rpartition("->")
+        node = producer.get(tensor)
+        if record.kind == "transfer" and record.name not in split_names and node is not None \
+                and node.op_type == "DequantizeLinear" and f"{node.input[0]}->{device}" in split_names:
+            records[k] = StreamTaskRecord(f"{node.input[0]}->{device}", record.kind, record.resource, record.start_ns,
+                                          record.duration_ns)
+    unmatched = [r.name for r in records if r.kind == "transfer" and r.name not in split_names]
+    if unmatched:
+        log.debug("stream transfers without a split transfer of that name: %s", unmatched[:5])
+    return StreamRecord(float(stream.latency_ns), tuple(records))
 
 
 def _lanes(intervals: list[tuple[float, float]]) -> list[int]:

@@ -11,8 +11,9 @@ import math
 from typing import Any
 
 from cimsplit.passes.placement.result import PlacementResult, Schedule
+from cimsplit.passes.placement.stream.tasks import PeriodicSchedule
 
-__all__ = ["result_to_json", "schedule_summary", "whole_model_latency_ns"]
+__all__ = ["result_to_json", "schedule_summary", "stream_to_json", "whole_model_latency_ns"]
 
 
 def _number(value: float) -> float | None:
@@ -112,5 +113,21 @@ def result_to_json(result: PlacementResult, workload: Any = None, costs: Any = N
         },
         "baselines": {name: schedule_summary(result, s) for name, s in result.baselines.items()},
         "warnings": list(result.warnings),
+        "objective": result.objective,
     }
+    if result.stream is not None:
+        document.update(stream_to_json(result.stream))
     return document
+
+
+def stream_to_json(stream: PeriodicSchedule) -> dict[str, Any]:
+    """``period_ns``, ``frames_in_flight`` and ``stream`` (latency and tasks) of a periodic schedule."""
+    return {
+        "period_ns": float(stream.period_ns),
+        "frames_in_flight": int(stream.frames_in_flight),
+        "stream": {
+            "latency_ns": float(stream.latency_ns),
+            "tasks": [{"name": t.name, "kind": t.kind, "resource": t.resource, "start_ns": float(t.start_ns),
+                       "duration_ns": float(t.duration_ns)} for t in stream.tasks],
+        },
+    }

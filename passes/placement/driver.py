@@ -16,7 +16,7 @@ from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.baselines import all_baselines
 from cimsplit.passes.placement.heuristics import best_heuristic, heuristic_budget_s
 from cimsplit.passes.placement.options import SolveOptions
-from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.problem import PlacementProblem, TensorTransfer
 from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
 from cimsplit.passes.placement.solvers.backend import (
     BACKENDS,
@@ -71,6 +71,14 @@ def problem_from_costs(workload, costs) -> PlacementProblem:
         edge_time[(u, v)] = edge_time.get((u, v), 0.0) + edge.t_transfer_ns
     for edge in workload.edges:  # an edge the cost model left out still orders its operators
         edge_time.setdefault((index[edge.src], index[edge.dst]), 0.0)
+    groups: dict[tuple[int, tuple[str, ...]], tuple[list[int], float]] = {}
+    for edge in workload.edges:  # the stream model's bus: one transfer per tensor (and destination device)
+        u, v = index[edge.src], index[edge.dst]
+        key = (u, tuple(edge.tensors) or (f"{edge.src}:{edge.dst}",))
+        dsts, t = groups.setdefault(key, ([], 0.0))
+        groups[key] = ([*dsts, v], max(t, edge_time[(u, v)]))
+    tensors = tuple(TensorTransfer("+".join(key[1]), key[0], tuple(dsts), t)
+                    for key, (dsts, t) in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0])))
     t_in = [0.0] * len(names)
     t_out = [0.0] * len(names)
     writes = [op.graph_output_elements > 0 for op in workload.operators]
@@ -91,6 +99,7 @@ def problem_from_costs(workload, costs) -> PlacementProblem:
         t_in_ns=tuple(t_in),
         t_out_ns=tuple(t_out),
         writes_output=tuple(writes),
+        tensors=tensors,
     )
 
 
@@ -148,6 +157,9 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     HiGHS), ``gurobi``, ``highs`` or ``cpsat``.  ``options.plain``
     solves the paper's formulation as written (no cuts or tightenings).
     The result's schedule is validated, and never worse than the best baseline.
+    ``options.objective == "throughput"`` minimizes a stream's period instead
+    (:func:`cimsplit.passes.placement.stream.driver.place_throughput`); a latency
+    result carries its placement's minimum period too (``result.stream``).
     ``options.warm_start=False`` solves cold (no baseline handed to the solver, no
     baseline upper bound in the model): to measure the solver on its own.
 
@@ -158,12 +170,18 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     only (the model has no UB).  The heuristic's time counts against the time
     limit and is included in ``SolverStats.time_s``.
     """
+    from cimsplit.passes.placement.stream.driver import check_stream_options, latency_plan_stream, place_throughput
+
     _check_arguments(problem, options)
+    check_stream_options(options)
     baselines = _validated_baselines(problem)
     best_name = min(baselines, key=lambda k: (baselines[k].makespan_ns, list(baselines).index(k)))
     if problem.n == 0:
         stats = SolverStats("none", "optimal", 0.0, 0.0, 0.0, 0.0, 0, 0, 0, reason="empty workload: nothing to solve")
-        return PlacementResult(problem, baselines[best_name], stats, baselines, ())
+        return PlacementResult(problem, baselines[best_name], stats, baselines, (), objective=options.objective,
+                               stream=latency_plan_stream(problem, baselines[best_name].on_host))
+    if options.objective == "throughput":
+        return place_throughput(problem, options, baselines)
     start, start_name, heuristic_s = _warm_start(problem, options, baselines[best_name], best_name)
     # The heuristic's clock guard is 3x its budget (<= 15 % of the limit): the solver keeps most of it.
     time_left_s = max(float(options.time_limit_s) - heuristic_s, 0.5 * options.time_limit_s)
@@ -190,7 +208,8 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     )
     for text in warnings:
         log.info("%s", text)  # returned in result.warnings; the CLI prints them
-    return PlacementResult(problem, schedule, stats, baselines, tuple(warnings))
+    return PlacementResult(problem, schedule, stats, baselines, tuple(warnings),
+                           stream=latency_plan_stream(problem, schedule.on_host))
 
 
 def _validated_baselines(problem: PlacementProblem) -> dict[str, Schedule]:

@@ -1,7 +1,8 @@
 """What the caller asks of a placement solve: which solver, how long, how exact.
 
 :class:`SolveOptions` is the solver argument group's value (``--solver``,
-``--time-limit``, ``--mip-gap``, ``--plain``, ``--verbose``); the driver
+``--time-limit``, ``--mip-gap``, ``--plain``, ``--verbose``, ``--objective``,
+``--max-latency``, ``--frames-in-flight``); the driver
 :func:`cimsplit.passes.placement.place` takes it and hands each back end a copy
 whose time limit is what is left after the warm-start heuristic.
 """
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MIP_GAP", "SolveOptions"]
+__all__ = ["DEFAULT_MIP_GAP", "OBJECTIVES", "SolveOptions"]
+
+OBJECTIVES = ("latency", "throughput")
 
 DEFAULT_MIP_GAP = 1e-6
 """Relative gap at which a solve counts as optimal unless ``--mip-gap`` says otherwise.
@@ -32,6 +35,12 @@ class SolveOptions:
     plain: bool = False
     """The paper's formulation as written: no cuts, bounds or hints (MILP backends get it
     through the built :class:`MilpModel`; CP-SAT builds its own model and reads it here)."""
+    objective: str = "latency"
+    """``latency`` (one frame's makespan, the paper's) or ``throughput`` (a stream's period, Pipe-it)."""
+    max_latency_ns: float | None = None
+    """Throughput only: bound on one frame's latency in the stream (``--max-latency``)."""
+    frames_in_flight: int | None = None
+    """Throughput only: bound on how many frames overlap, latency <= K * period (``--frames-in-flight``)."""
     warm_start: bool = True
     """Hand the solver the best baseline/heuristic schedule as start and (unless ``plain``)
     its makespan as upper bound; ``False`` solves cold, to measure the solver on its own."""

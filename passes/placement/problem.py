@@ -3,12 +3,25 @@
 Operators are indexed 0..n-1 in a topological order.  ``t_cim_ns[v] is None``
 means v is not CIM-capable (x_v = 1, eq. 5).  ``t_in_ns[v]`` / ``t_out_ns[v]``
 are the graph input / output transfers v pays when placed on the CIM (DESIGN §3;
-all zero under ``--paper-exact``).
+all zero under ``--paper-exact``).  ``tensors`` say which edges carry the same
+tensor, for the stream model's bus (one transfer per tensor and destination
+device, :mod:`cimsplit.passes.placement.stream`); without them every edge is
+its own tensor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TensorTransfer:
+    """Tensor(s) of operator ``src`` read by the operators ``dsts``; crosses the bus once when a reader sits on the other device."""
+
+    name: str
+    src: int
+    dsts: tuple[int, ...]
+    t_transfer_ns: float
 
 
 @dataclass(frozen=True)
@@ -25,6 +38,8 @@ class PlacementProblem:
     t_out_ns: tuple[float, ...] = ()
     writes_output: tuple[bool, ...] = ()
     """True where the operator writes a graph output (its finish bounds the makespan)."""
+    tensors: tuple[TensorTransfer, ...] = ()
+    """The edges grouped by the tensor they carry (default: one per edge, named ``src:dst``)."""
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -40,6 +55,13 @@ class PlacementProblem:
         for u, v, _ in self.edges:
             if not 0 <= u < v < n:
                 raise ValueError(f"edge ({u}, {v}) is not forward in the topological order")
+        if not self.tensors:
+            object.__setattr__(self, "tensors", tuple(
+                TensorTransfer(f"{self.names[u]}:{self.names[v]}", u, (v,), float(t)) for u, v, t in self.edges))
+        pairs = {(u, v) for u, v, _ in self.edges}
+        for tensor in self.tensors:
+            if any((tensor.src, d) not in pairs for d in tensor.dsts):
+                raise ValueError(f"tensor {tensor.name!r} names a reader that is not an edge of its producer")
 
     @property
     def n(self) -> int:

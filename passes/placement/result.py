@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.stream.tasks import PeriodicSchedule
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,11 @@ class PlacementResult:
     solver: SolverStats
     baselines: dict[str, Schedule] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    objective: str = "latency"
+    """What the solve minimized: ``latency`` (``schedule.makespan_ns``) or ``throughput`` (``stream.period_ns``)."""
+    stream: PeriodicSchedule | None = None
+    """The stream's validated periodic schedule: for throughput the optimized one (``schedule`` is then
+    its frame S), for latency the placement's minimum period (modulo construction)."""
 
     @property
     def cpu_only_ns(self) -> float:

@@ -30,7 +30,7 @@ from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 
-__all__ = ["MilpModel", "build_milp", "big_m_ns"]
+__all__ = ["MilpModel", "RowBuilder", "build_milp", "big_m_ns"]
 
 _TARGET_M = 1.0e4
 """Model time unit chosen so that eq. 13's M is this many units."""
@@ -120,6 +120,8 @@ def big_m_ns(problem: PlacementProblem) -> float:
 
 
 class _Builder:
+    """Columns and CSR rows of a :class:`MilpModel` as they are added (also the stream model's)."""
+
     def __init__(self) -> None:
         self.names: list[str] = []
         self.lower: list[float] = []
@@ -151,6 +153,9 @@ class _Builder:
         self.starts.append(len(self.index))
         self.row_lower.append(lower)
         self.row_upper.append(upper)
+
+
+RowBuilder = _Builder
 
 
 def build_milp(problem: PlacementProblem, *, plain: bool = False, upper_bound_ns: float | None = None) -> MilpModel:

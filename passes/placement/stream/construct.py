@@ -1,0 +1,159 @@
+"""Build a shifted-copies schedule for a placement and a period: the modulo construction.
+
+Why the unbounded optimum is achievable.  Let P be at least the host's busy
+time per frame, the bus's busy time per frame and every CIM operator's latency
+(:func:`~cimsplit.passes.placement.stream.tasks.resource_bound_ns`).  Give
+every task an offset in [0, P): on the host and on the bus, pack the tasks
+back to back in a topological order (offsets 0, d_1, d_1 + d_2, ...: they fit
+because their durations sum to at most P); a CIM operator is alone on its
+resource, offset 0.  Then, in topological order, start each task at the
+smallest k * P + offset (k >= 0 its stage) that is no earlier than every
+predecessor's finish -- such a k always exists.  Frame f runs task i at
+f * P + k_i * P + offset_i, so on every resource the busy intervals of all
+frames sit at their disjoint offsets modulo P (and a CIM operator, d <= P,
+never overlaps its own next copy): no resource is double-booked, precedence
+holds by construction, and the stream has period P.  Hence the minimum of P
+over placements (the MILP of :mod:`~cimsplit.passes.placement.stream.milp`)
+is the minimum period over the shifted-copies class.
+
+:func:`modulo_schedule` also tries a first-fit variant (each task at the
+earliest instant after its predecessors whose interval is free modulo P on its
+resource), which usually gives a shorter frame latency, and keeps the shorter
+of the two.  Both are then tightened (:func:`tighten`): the earliest-start
+replay of the stream in the schedule's resource orders reaches a periodic
+steady state whose frame is no longer; that frame, re-validated, is returned.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.stream.tasks import BUS, HOST, PeriodicSchedule, TaskSpec, task_graph, with_starts
+from cimsplit.passes.placement.stream.validate import replay_frames, validate_stream
+from cimsplit.passes.placement.validate import InternalError
+
+__all__ = ["modulo_schedule", "schedule_from_starts", "tighten"]
+
+log = logging.getLogger(__name__)
+
+_SERIAL = (HOST, BUS)
+
+
+def _stage_start(ready: float, offset: float, period: float) -> float:
+    """The smallest k * period + offset >= ready, k >= 0 (offset in [0, period))."""
+    if period <= 0:
+        return max(ready, offset)
+    k = max(0, -(-(ready - offset) // period))  # ceil, >= 0
+    start = k * period + offset
+    while start < ready:  # float rounding of the division
+        start += period
+    return start
+
+
+def _packed_starts(specs: list[TaskSpec], period: float) -> list[float]:
+    cursor = {unit: 0.0 for unit in _SERIAL}
+    start: list[float] = []
+    for spec in specs:
+        ready = max((start[j] + specs[j].duration_ns for j in spec.after), default=0.0)
+        if spec.unit in cursor:
+            offset = cursor[spec.unit]
+            cursor[spec.unit] += spec.duration_ns
+            start.append(_stage_start(ready, offset, period))
+        else:
+            start.append(ready)
+    return start
+
+
+def _free(busy: list[tuple[float, float]], begin: float, duration: float, period: float) -> bool:
+    """Whether [begin, begin + duration) modulo ``period`` misses every interval of ``busy`` (residues)."""
+    if duration <= 0:
+        return True
+    b = begin % period
+    pieces = [(b, min(b + duration, period))]
+    if b + duration > period:
+        pieces.append((0.0, b + duration - period))
+    return all(e <= s0 or s1 <= s for s, e in busy for s0, s1 in pieces)
+
+
+def _first_fit_starts(specs: list[TaskSpec], period: float) -> list[float] | None:
+    busy: dict[str, list[tuple[float, float]]] = {unit: [] for unit in _SERIAL}
+    start: list[float] = []
+    for spec in specs:
+        ready = max((start[j] + specs[j].duration_ns for j in spec.after), default=0.0)
+        if spec.unit not in busy or spec.duration_ns <= 0:
+            start.append(ready)
+            continue
+        table = busy[spec.unit]
+        r = ready % period
+        candidates = sorted({0.0, *((e - r) % period for _, e in table)})
+        chosen = next((ready + c for c in candidates if _free(table, ready + c, spec.duration_ns, period)), None)
+        if chosen is None:
+            return None
+        start.append(chosen)
+        b = chosen % period
+        if b + spec.duration_ns > period:
+            table += [(b, period), (0.0, b + spec.duration_ns - period)]
+        else:
+            table.append((b, b + spec.duration_ns))
+    return start
+
+
+def schedule_from_starts(problem: PlacementProblem, on_host: tuple[bool, ...], specs: list[TaskSpec],
+                         start_ns: list[float], period_ns: float) -> PeriodicSchedule:
+    """A schedule from start times (precedence repaired forward against float noise)."""
+    start = list(start_ns)
+    for i, spec in enumerate(specs):
+        start[i] = max([max(0.0, start[i]), *(start[j] + specs[j].duration_ns for j in spec.after)])
+    tasks = with_starts(specs, start)
+    latency = max((t.finish_ns for t in tasks), default=0.0)
+    return PeriodicSchedule(tuple(on_host), float(period_ns), float(latency), tasks)
+
+
+def tighten(problem: PlacementProblem, schedule: PeriodicSchedule, frames: int = 0) -> PeriodicSchedule:
+    """The steady-state frame of the schedule's earliest-start replay (never longer), validated.
+
+    Returns ``schedule`` itself when the replay does not settle into the period within
+    ``frames`` frames or its frame does not validate.
+    """
+    period = schedule.period_ns
+    frames = frames or max(24, 4 * schedule.frames_in_flight + 4)
+    try:
+        start = replay_frames(schedule.tasks, period, frames + 2 * schedule.frames_in_flight + 2)
+    except InternalError:
+        return schedule
+    last = frames - 1
+    frame = [s - last * period for s in start[last]]
+    specs = [TaskSpec(t.name, t.kind, t.resource, t.unit, t.duration_ns, t.after, t.operator) for t in schedule.tasks]
+    candidate = schedule_from_starts(problem, schedule.on_host, specs, frame, period)
+    if candidate.latency_ns > schedule.latency_ns:
+        return schedule
+    try:
+        return validate_stream(problem, candidate, source="tightened stream")
+    except InternalError as exc:
+        log.debug("tightening kept the constructed schedule: %s", exc)
+        return schedule
+
+
+def modulo_schedule(problem: PlacementProblem, on_host: tuple[bool, ...], period_ns: float) -> PeriodicSchedule:
+    """A validated shifted-copies schedule of ``on_host`` with period ``period_ns`` (>= the resource bound)."""
+    specs = task_graph(problem, tuple(on_host))
+    options = [_packed_starts(specs, period_ns)]
+    if period_ns > 0:
+        first_fit = _first_fit_starts(specs, period_ns)
+        if first_fit is not None:
+            options.append(first_fit)
+    best: PeriodicSchedule | None = None
+    for start in options:
+        candidate = tighten(problem, schedule_from_starts(problem, on_host, specs, start, period_ns))
+        try:
+            candidate = validate_stream(problem, candidate, source="modulo construction",
+                                        slack_free=start is not options[0])
+        except InternalError:
+            if start is options[0]:
+                raise
+            continue
+        if best is None or candidate.latency_ns < best.latency_ns:
+            best = candidate
+    assert best is not None
+    return best
