@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.stream.tasks import PeriodicSchedule
 
 
 @dataclass(frozen=True)
@@ -16,6 +16,45 @@ class Schedule:
     start_ns: tuple[float, ...]
     finish_ns: tuple[float, ...]
     makespan_ns: float
+
+
+@dataclass(frozen=True)
+class StreamTask:
+    """A task of the single-frame schedule S: frame f runs it at f * period + ``start_ns``."""
+
+    name: str
+    kind: str
+    resource: str
+    unit: str
+    start_ns: float
+    duration_ns: float
+    after: tuple[int, ...]
+    operator: int | None = None
+
+    @property
+    def finish_ns(self) -> float:
+        return self.start_ns + self.duration_ns
+
+
+@dataclass(frozen=True)
+class PeriodicSchedule:
+    """A validated shifted-copies schedule of a stream for the placement ``on_host``.
+
+    Every frame runs the same single-frame schedule S (the tasks' ``start_ns``), frame f
+    shifted by f * ``period_ns`` (:mod:`cimsplit.passes.placement.stream`)."""
+
+    on_host: tuple[bool, ...]
+    period_ns: float
+    latency_ns: float
+    """One frame's latency: the makespan of S (frame released at 0)."""
+    tasks: tuple[StreamTask, ...]
+
+    @property
+    def frames_in_flight(self) -> int:
+        """ceil(latency / period): how many frames overlap in the steady state (1 when nothing overlaps)."""
+        if self.period_ns <= 0:
+            return 1
+        return max(1, math.ceil(self.latency_ns / self.period_ns * (1 - 1e-12)))
 
 
 @dataclass(frozen=True)

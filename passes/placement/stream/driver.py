@@ -58,7 +58,8 @@ def check_stream_options(options: SolveOptions) -> None:
 def latency_plan_stream(problem: PlacementProblem, on_host: tuple[bool, ...]) -> PeriodicSchedule:
     """The minimum period of the placement ``on_host`` (its resource bound) and its modulo-constructed schedule."""
     period = resource_bound_ns(task_graph(problem, tuple(on_host)))
-    return validate_stream(problem, modulo_schedule(problem, tuple(on_host), period), source="latency plan stream")
+    return validate_stream(problem, modulo_schedule(problem, tuple(on_host), period), source="latency plan stream",
+                           slack_free=False)
 
 
 def _candidates(solver: str) -> tuple[list[str], list[str]]:

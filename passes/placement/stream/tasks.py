@@ -14,10 +14,10 @@ modulo the period and precedence holds inside S.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import PeriodicSchedule, StreamTask
 
 __all__ = ["HOST", "BUS", "CIM", "TaskSpec", "StreamTask", "PeriodicSchedule", "task_graph", "resource_bound_ns",
            "with_starts"]
@@ -41,42 +41,6 @@ class TaskSpec:
     """Indices of the tasks that must finish before this one starts."""
     operator: int | None = None
     """The operator index of an operator task."""
-
-
-@dataclass(frozen=True)
-class StreamTask:
-    """A task of the single-frame schedule S: frame f runs it at f * period + ``start_ns``."""
-
-    name: str
-    kind: str
-    resource: str
-    unit: str
-    start_ns: float
-    duration_ns: float
-    after: tuple[int, ...]
-    operator: int | None = None
-
-    @property
-    def finish_ns(self) -> float:
-        return self.start_ns + self.duration_ns
-
-
-@dataclass(frozen=True)
-class PeriodicSchedule:
-    """A validated shifted-copies schedule of a stream for the placement ``on_host``."""
-
-    on_host: tuple[bool, ...]
-    period_ns: float
-    latency_ns: float
-    """One frame's latency: the makespan of S (frame released at 0)."""
-    tasks: tuple[StreamTask, ...]
-
-    @property
-    def frames_in_flight(self) -> int:
-        """ceil(latency / period): how many frames overlap in the steady state (1 when nothing overlaps)."""
-        if self.period_ns <= 0:
-            return 1
-        return max(1, math.ceil(self.latency_ns / self.period_ns * (1 - 1e-12)))
 
 
 def task_graph(problem: PlacementProblem, on_host: tuple[bool, ...]) -> list[TaskSpec]:

@@ -67,16 +67,17 @@ def replay_frames(tasks: Sequence[StreamTask], period_ns: float, frames: int) ->
 
     Frame f is released at f * period; a task waits for its ``after`` tasks of the same
     frame and for the previous task its resource runs, in the order of the shifted copies
-    (f * period + start_ns, ties by frame, then by task index).
+    (f * period + start_ns, ties by frame, then by task index); zero-length tasks hold no resource.
     """
     n = len(tasks)
     instances = sorted(((f * period_ns + t.start_ns, f, i) for f in range(frames) for i, t in enumerate(tasks)))
     previous: dict[tuple[int, int], tuple[int, int] | None] = {}
     last: dict[str, tuple[int, int]] = {}
-    for _, f, i in instances:
+    for _, f, i in instances:  # a zero-length task occupies nothing: it only waits for its predecessors
         unit = tasks[i].unit
-        previous[(f, i)] = last.get(unit)
-        last[unit] = (f, i)
+        previous[(f, i)] = last.get(unit) if tasks[i].duration_ns > 0 else None
+        if tasks[i].duration_ns > 0:
+            last[unit] = (f, i)
     start = [[0.0] * n for _ in range(frames)]
     done: set[tuple[int, int]] = set()
     # In the shifted-copies order every predecessor (same frame, earlier start, or the same
@@ -141,7 +142,7 @@ def validate_stream(problem: PlacementProblem, schedule: PeriodicSchedule, *, fr
                 busy.setdefault(t.unit, []).append((f * period + t.start_ns, f * period + t.finish_ns, f"{t.name}@{f}"))
     for unit, intervals in busy.items():
         intervals.sort()
-        for (s0, e0, a), (s1, _, b) in zip(intervals, intervals[1:]):
+        for (_, e0, a), (s1, _, b) in zip(intervals, intervals[1:]):
             if s1 + tol < e0:
                 raise InternalError(f"{source}: {unit} is double-booked: {a} runs until {e0:.6g} ns, {b} starts at "
                                     f"{s1:.6g} ns (period {period:.6g} ns)")
