@@ -279,9 +279,14 @@ class TimedExecutor:
                 yield f, self._pieces[i]
             return
         cursor = [0] * n
+        first_open = 0  # frames before it have had all their pieces; frames are admitted in order
         for _ in range(n * len(self._pieces)):
+            while first_open < n and cursor[first_open] == len(self._pieces):
+                first_open += 1
             best = None
-            for f in range(n):
+            for f in range(first_open, n):
+                if ("admit", f) not in ev.time:
+                    break
                 if cursor[f] == len(self._pieces):
                     continue
                 hp = self._pieces[cursor[f]]

@@ -1,0 +1,160 @@
+"""Streams (issue 14): latency plan vs throughput plan, and measured vs modeled with timed CIM emulation.
+
+For each model (ResNet-18, ResNet-50, YOLOv5n) and crossbar budget (25, 100),
+x86, T_mvm 50 ns, host costs profiled on this machine (a fresh profile per
+model, taken at the start of this run): compile the latency plan and the
+throughput plan (``compile --objective throughput``), then run each with
+``--cim-timing modeled``:
+
+* the modeled period of each plan and the throughput plan's improvement,
+  (P_latency / P_throughput - 1) in % (more frames per second);
+* a stream of ``--frames`` frames (Pipe-it's 50 images) on the plan's periodic
+  schedule: the measured period (last finish - first finish) / (frames - 1)
+  against the plan's ``period_ns``;
+* ``--repeat`` single frames: the median measured latency against the plan's
+  makespan (latency plan) or its stream latency (throughput plan).
+
+Ratios are measured/modeled (target 0.9-1.15 on a quiet machine; the load
+average is printed before and after, since neighbours on the machine inflate
+the host's real times and so the measured ones).  Saves the table under
+bench/results/stream_timing.txt (and .json).
+
+    .venv/bin/python bench/stream_timing.py [--models resnet18,resnet50,yolov5n]
+        [--crossbars 25,100] [--frames 50] [--repeat 10] [--time-limit 60] [--out bench/results/stream_timing]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from cimsplit.cli import main as cimsplit
+from cimsplit.models import zoo
+from cimsplit.runtime import Session
+
+RESULTS = Path(__file__).resolve().parent / "results" / "stream_timing"
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def compile_plan(model: Path, out: Path, crossbars: int, objective: str, time_limit: float) -> str | None:
+    """`cimsplit compile` in this process: None when it succeeds, else its last error line."""
+    flags = ["compile", str(model), "-o", str(out), "--crossbars", str(crossbars), "--mvm-latency", "50ns",
+             "--time-limit", str(time_limit)]
+    if objective != "latency":
+        flags += ["--objective", objective]
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            status = cimsplit(flags)
+        except SystemExit as exc:  # argparse's usage errors (a cimsplit without --objective)
+            status = exc.code
+    return None if status == 0 else (err.getvalue().strip().splitlines() or [f"exit {status}"])[-1]
+
+
+def measure(out: Path, frames: int, repeat: int) -> dict[str, float | int | bool | None]:
+    """Timed runs of a compile directory: modeled and measured latency and period."""
+    with Session(out, cim_timing="modeled") as session:
+        plan = session.manifest.plan
+        rng = np.random.default_rng(0)
+        feeds = {s.name: rng.standard_normal([int(d) for d in s.shape]).astype(s.dtype) for s in session.input_specs}
+        single = session.run(feeds)
+        session.measure_latency(feeds)  # warm-up: loads the pieces, fills onnxruntime's arena
+        latency = statistics.median(session.measure_latency(feeds).latencies_ns[0] for _ in range(repeat))
+        run = session.measure_stream([feeds] * frames)
+        same = all(np.allclose(out[k], v, atol=1e-4, rtol=1e-3) for out in run.outputs for k, v in single.items())
+        modeled_latency = plan.makespan_ns if plan.objective != "throughput" or plan.stream is None else plan.stream.latency_ns
+        return {"modeled_latency_ns": modeled_latency, "measured_latency_ns": latency,
+                "modeled_period_ns": plan.period_ns, "measured_period_ns": run.period_ns,
+                "frames_in_flight": session.frames_in_flight, "outputs_equal": same,
+                "host_pieces": sum(1 for t in run.tasks if t.resource == "host" and t.frame == 0),
+                "partitions": len(plan.partitions)}
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.3f}" if a and b else "n/a"
+
+
+def ms(ns: float | None) -> str:
+    return f"{ns / 1e6:.3f}" if ns else "n/a"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet18,resnet50,yolov5n")
+    parser.add_argument("--crossbars", default="25,100")
+    parser.add_argument("--frames", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--out", default=str(RESULTS), help="results path without suffix (.txt and .json)")
+    args = parser.parse_args()
+
+    lines: list[str] = []
+
+    def say(text: str = "") -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    say(f"bench/stream_timing.py {' '.join(sys.argv[1:])}".rstrip())
+    say(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cpus, load average at start {load_average()}")
+    say("x86, T_mvm 50 ns, host costs profiled on this machine now; times in ms; ratios measured/modeled")
+    header = (f"{'model':<9} {'C':>4} {'plan':<10} {'P model':>9} {'improv':>7} {'P meas':>9} {'P ratio':>7} "
+              f"{'K':>2} {'L model':>9} {'L meas':>9} {'L ratio':>7} {'pieces':>6} {'same':>4}")
+    say(header)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="cimsplit-stream-") as tmp:
+        os.environ["CIMSPLIT_CACHE_DIR"] = str(Path(tmp) / "profiles")  # profile afresh, once per model
+        for name in args.models.split(","):
+            model = Path(tmp) / f"{name}.onnx"
+            onnx.save(zoo.build(name), model)
+            for crossbars in (int(c) for c in args.crossbars.split(",")):
+                periods: dict[str, float | None] = {}
+                for objective in ("latency", "throughput"):
+                    out = Path(tmp) / f"{name}_{crossbars}_{objective}"
+                    error = compile_plan(model, out, crossbars, objective, args.time_limit)
+                    if error:
+                        say(f"{name:<9} {crossbars:>4} {objective:<10} compile failed: {error}")
+                        continue
+                    row = {"model": name, "crossbars": crossbars, "objective": objective,
+                           **measure(out, args.frames, args.repeat), "load_average": load_average()}
+                    periods[objective] = row["modeled_period_ns"]  # type: ignore[assignment]
+                    improvement = ""
+                    if objective == "throughput" and periods.get("latency") and row["modeled_period_ns"]:
+                        row["improvement_pct"] = (periods["latency"] / row["modeled_period_ns"] - 1) * 100  # type: ignore[operator]
+                        improvement = f"{row['improvement_pct']:.1f}%"
+                    rows.append(row)
+                    say(f"{name:<9} {crossbars:>4} {objective:<10} {ms(row['modeled_period_ns']):>9} {improvement:>7} "  # type: ignore[arg-type]
+                        f"{ms(row['measured_period_ns']):>9} {ratio(row['measured_period_ns'], row['modeled_period_ns']):>7} "  # type: ignore[arg-type]
+                        f"{row['frames_in_flight']:>2} {ms(row['modeled_latency_ns']):>9} {ms(row['measured_latency_ns']):>9} "  # type: ignore[arg-type]
+                        f"{ratio(row['measured_latency_ns'], row['modeled_latency_ns']):>7} {row['host_pieces']:>6} "  # type: ignore[arg-type]
+                        f"{'yes' if row['outputs_equal'] else 'NO':>4}")
+    say(f"load average at end {load_average()}")
+    say("P: stream period (measured: (last finish - first finish) / (frames - 1) over "
+        f"{args.frames} frames); L: one frame's latency (median of {args.repeat}); K: frames in flight; "
+        "improv: throughput plan's P against the latency plan's; pieces: host runs per frame; same: every "
+        "frame's outputs equal the single-frame outputs")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    print(f"saved {out.with_suffix('.txt')} and {out.with_suffix('.json')}")
+    return 0 if all(r["outputs_equal"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
