@@ -1,7 +1,12 @@
 """The schedules a timed run executes, read from the plan, and the executor built for one.
 
-* :func:`latency_schedule`: one frame as the latency plan times it (plan.json's
-  ``timeline``): host operators at their modeled starts, no bus contention.
+* :func:`latency_schedule`: one frame on its own, as the earliest-start replay of
+  plan.json's ``timeline`` times it (:func:`cimsplit.runtime.timeline.replay`:
+  host operators in the plan's order, CIM operators as soon as their inputs
+  are there, no bus contention).  For a latency plan that is the plan's own
+  schedule (its makespan is the plan's); a throughput plan's timeline is its
+  stream schedule S, whose gaps leave room for other frames, which one frame
+  alone does not wait for.
 * :func:`stream_schedule`: the plan's periodic stream schedule (``stream``,
   ``period_ns``, ``frames_in_flight``), serial bus; for a plan written before
   streams, the timeline with two frames in flight and the host taking the
@@ -22,6 +27,7 @@ from cimsplit.runtime.emulation import ModeledCimKernel, ModeledCimSimulator
 from cimsplit.runtime.plan import PartitionRecord, Plan
 from cimsplit.runtime.steps import host_pieces
 from cimsplit.runtime.timed import ExecSchedule, TimedExecutor
+from cimsplit.runtime.timeline import replay
 
 __all__ = [
     "latency_schedule",
@@ -42,15 +48,17 @@ def cim_durations_ns(plan: Plan) -> dict[str, float]:
 
 
 def latency_schedule(plan: Plan) -> ExecSchedule:
-    host = {op.name: (op.start_ns, op.duration_ns) for op in plan.timeline.operators if op.device == "host"}
-    return ExecSchedule(host, {}, 0.0, 1, False, plan.makespan_ns)
+    timeline = replay(plan.timeline)
+    host = {op.name: (timeline.start_ns[op.name], op.duration_ns) for op in plan.timeline.operators if op.device == "host"}
+    return ExecSchedule(host, {}, 0.0, 1, False, timeline.makespan_ns, dict(timeline.finish_ns))
 
 
 def stream_schedule(plan: Plan) -> ExecSchedule:
     stream = plan.stream
     if stream is None or plan.period_ns is None:
         host = {op.name: (op.start_ns, op.duration_ns) for op in plan.timeline.operators if op.device == "host"}
-        return ExecSchedule(host, {}, None, UNTIMED_STREAM_FRAMES, False, plan.makespan_ns)
+        return ExecSchedule(host, {}, None, UNTIMED_STREAM_FRAMES, False, plan.makespan_ns,
+                            {op.name: op.finish_ns for op in plan.timeline.operators})
     host = {t.name: (t.start_ns, t.duration_ns) for t in stream.tasks if t.kind == "operator" and t.resource == "host"}
     moves = {t.name: t.start_ns for t in stream.tasks if t.kind == "transfer"}
     starts = {}
@@ -59,7 +67,7 @@ def stream_schedule(plan: Plan) -> ExecSchedule:
         if name not in moves:
             raise CimsplitError(f"the plan's stream schedule has no task for transfer {name}", hint="recompile")
         starts[(tr.tensor, tr.dst_device)] = moves[name]
-    return ExecSchedule(host, starts, plan.period_ns, stream_frames_in_flight(plan), True, stream.latency_ns)
+    return ExecSchedule(host, starts, plan.period_ns, stream_frames_in_flight(plan), True, stream.latency_ns, {})
 
 
 def stream_frames_in_flight(plan: Plan) -> int:
@@ -76,7 +84,7 @@ def _arrivals_ns(plan: Plan, schedule: ExecSchedule, cim_kernels: Mapping[str, M
     if schedule.transfer_start_ns:
         return {tr.tensor: schedule.transfer_start_ns[(tr.tensor, tr.dst_device)] + tr.latency_ns
                 for tr in plan.transfers if tr.dst_device == "host"}
-    finish = {op.name: op.finish_ns for op in plan.timeline.operators}
+    finish = schedule.finish_ns
     made = {t: finish[s.operator] for k in cim_kernels.values() for s in k.steps if s.operator for t in s.outputs}
     return {tr.tensor: made.get(tr.tensor, 0.0) + tr.latency_ns for tr in plan.transfers if tr.dst_device == "host"}
 

@@ -66,6 +66,9 @@ class ExecSchedule:
     frames_in_flight: int
     serial_bus: bool
     modeled_latency_ns: float
+    """One frame's modeled latency under S."""
+    finish_ns: Mapping[str, float]
+    """Operator -> finish in S, where transfers are not scheduled (they follow their producer at once)."""
 
 
 @dataclass(frozen=True)
