@@ -34,7 +34,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, Sample, fit_samples, operator_features, operator_kind
+from cimsplit.compiler.host_model import INT8_PREFIX, S8_SUFFIX, HostModel, Sample, fit_samples, operator_features, operator_kind
+from cimsplit.compiler.qdq_kernels import int8_input_kept, onnxruntime_converts_int8_pairs
 from cimsplit.errors import CimsplitError
 
 __all__ = ["GridPoint", "grid", "build_point", "measure_point", "calibrate", "SPATIAL", "gemm_key"]
@@ -116,7 +117,7 @@ def _element_points(op: str, rng: np.random.Generator) -> list[GridPoint]:
 
 def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
     """(M_v, N_v, N_mvm) of a GEMM point as im2col lowers it (None for element-wise points)."""
-    kind = point.kind.removeprefix(INT8_PREFIX)
+    kind = point.kind.removeprefix(INT8_PREFIX).removesuffix(S8_SUFFIX)
     if kind == "Conv":
         k, s = point.get("k"), point.get("s")
         return gemm_key(point.get("c_out"), point.get("c_in") * k * k, _out(point.get("h"), k, s) ** 2)
@@ -129,7 +130,10 @@ def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
 
 
 def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, int]] = ()) -> list[GridPoint]:
-    """Every calibration point, in campaign order (deterministic for a seed); int8 doubles it with ``int8:`` kinds."""
+    """Every calibration point, in campaign order (deterministic for a seed).
+
+    ``int8`` adds the ``int8:`` kinds, and on x86 the ``-s8`` GEMM kinds whose int8 input stays int8.
+    """
     rng = np.random.default_rng(seed)
     excluded = set(held_out)
     per_kind: dict[str, list[GridPoint]] = {
@@ -144,6 +148,9 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
         queues.append((_WEIGHTS.get(kind, 1), order))
         if int8:
             queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
+            if kind in _WEIGHTS and onnxruntime_converts_int8_pairs():
+                queues.append((_WEIGHTS[kind], [GridPoint(INT8_PREFIX + p.kind + S8_SUFFIX, p.params, p.variant)
+                                                for p in order]))
     ordered: list[GridPoint] = []
     while any(points for _, points in queues):
         for weight, points in queues:
@@ -155,7 +162,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
 def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
     """The float one-node model of ``point`` (input ``x``, output ``y``)."""
     rng = np.random.default_rng(seed)
-    kind = point.kind.removeprefix(INT8_PREFIX)
+    kind = point.kind.removeprefix(INT8_PREFIX).removesuffix(S8_SUFFIX)
     inits: list[TensorProto] = []
 
     def const(name: str, array: np.ndarray) -> str:
@@ -237,6 +244,8 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
         from cimsplit.models.quantize import quantize_qdq
 
         model = quantize_qdq(model, seed=seed)
+        if point.kind.endswith(S8_SUFFIX):
+            model = _keep_input_int8(model)
     with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
@@ -246,7 +255,8 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     level = str(getattr(profile, "level", "off"))
     base = point.kind.removeprefix(INT8_PREFIX)
-    kinds = [(op, operator_kind(op, node_types)) for op in loaded.workload.operators]
+    kept = int8_input_kept(loaded.model.graph)
+    kinds = [(op, operator_kind(op, node_types, op.name in kept)) for op in loaded.workload.operators]
     # The quantizer leaves a lone element-wise op from a graph input in float (no Q/DQ around it);
     # that is the op's cost in an int8 model too, where its Q/DQ neighbours are charged to their producers.
     for op, kind in sorted(kinds, key=lambda item: item[1] != point.kind):
@@ -254,6 +264,20 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
             return Sample(point.kind, operator_features(op), latencies[op.name]), level
     found = ", ".join(kind for _, kind in kinds) or "none"
     raise RuntimeError(f"calibration point {point} yields operators {found}, not {point.kind}")
+
+
+def _keep_input_int8(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with a second DequantizeLinear of its quantized input, written as an extra output.
+
+    The input's QuantizeLinear then feeds two DQs, so onnxruntime keeps that pair
+    int8 and the operator runs its S8S8 kernel, as after a fork in a real model.
+    """
+    graph = model.graph
+    q = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "x")
+    graph.node.append(helper.make_node("DequantizeLinear", [q.output[0], *q.input[1:]], ["x_dequantized"],
+                                       name="calibration_fork"))
+    graph.output.append(helper.make_tensor_value_info("x_dequantized", TensorProto.FLOAT, None))
+    return onnx.shape_inference.infer_shapes(model)
 
 
 def _work(point: GridPoint) -> float:

@@ -5,7 +5,11 @@ kind, a regression fitted on micro-benchmarks measured once on a board; any
 model can then be compiled for that board without profiling it.  An
 operator's kind is its op type (``Conv`` split into ``Conv`` and
 ``Conv-depthwise``; ``Gemm`` and ``MatMul`` with a constant weight are
-``Gemm``), prefixed ``int8:`` when quantize/dequantize nodes belong to it.
+``Gemm``), prefixed ``int8:`` when quantize/dequantize nodes belong to it,
+and for a quantized Conv or Gemm whose int8 input onnxruntime keeps int8
+(an S8S8 kernel, several times slower than the U8S8 one it runs after
+converting the pair; :mod:`cimsplit.compiler.qdq_kernels`) suffixed ``-s8``:
+``int8:Conv-s8``.
 Its descriptors come from the workload: M_v, N_v, N_mvm, the kernel size and
 the activation element counts N_in, N_out (``compiler/im2col.py``).  A fused
 activation (Relu, Clip, SiLU's Sigmoid and Mul) adds its element-wise kind's
@@ -48,6 +52,7 @@ __all__ = [
 FORMAT = "cimsplit-host-model"
 FORMAT_VERSION = 1
 INT8_PREFIX = "int8:"
+S8_SUFFIX = "-s8"
 GEMM_FEATURES = ("m", "n", "n_mvm", "k", "n_in", "n_out")
 ELEMENT_FEATURES = ("n_in", "n_out")
 _QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
@@ -175,7 +180,7 @@ class KindFit:
 
 
 def is_gemm_kind(kind: str) -> bool:
-    base = kind.removeprefix(INT8_PREFIX)
+    base = kind.removeprefix(INT8_PREFIX).removesuffix(S8_SUFFIX)
     return base in ("Conv", "Conv-depthwise", "Gemm")
 
 
@@ -217,8 +222,11 @@ def fit_samples(samples: Sequence[Sample]) -> dict[str, KindFit]:
     return {kind: fit for kind, fit in fits.items() if fit is not None}
 
 
-def operator_kind(op: Operator, node_types: Mapping[str, str]) -> str:
-    """The calibration kind of a workload operator (see the module docstring)."""
+def operator_kind(op: Operator, node_types: Mapping[str, str], int8_input_kept: bool = False) -> str:
+    """The calibration kind of a workload operator (see the module docstring).
+
+    ``int8_input_kept``: the operator's anchor reads an int8 tensor onnxruntime keeps int8.
+    """
     types = [node_types.get(node, "") for node in op.nodes]
     int8 = any(t in _QUANT_OPS or t.startswith("QLinear") for t in types)
     if op.m is not None and op.weight_shape is not None and len(op.weight_shape) == 4:
@@ -227,7 +235,9 @@ def operator_kind(op: Operator, node_types: Mapping[str, str]) -> str:
         base = "Gemm"
     else:
         base = op.op_type
-    return f"{INT8_PREFIX}{base}" if int8 else base
+    if not int8:
+        return base
+    return f"{INT8_PREFIX}{base}{S8_SUFFIX if int8_input_kept and op.m is not None else ''}"
 
 
 def operator_features(op: Operator) -> dict[str, float]:

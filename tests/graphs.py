@@ -258,3 +258,49 @@ def custom_op_chain(domain: str = "com.example", op: str = "MyOp") -> onnx.Model
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def qdq_fork(activations: type = np.uint8) -> onnx.ModelProto:
+    """A QDQ chain whose quantized tensor qa feeds a host and a CIM consumer (uint8 activations,
+    or int8 with ``activations=np.int8``):
+
+        x[1,16] -> q_x -> dq_x -> a: MatMul(dq_w1) -> q_a -> qa
+        qa -> dq_a -> da ;  da -> b: Relu -> q_b -> dq_b -> y1      [host]
+                            da -> c: MatMul(dq_w2) -> q_c -> dq_c -> y2   [cim]
+
+    As the workload builder groups them, q_x/dq_x join a and q_a/dq_a join a
+    (operator a on the CIM), q_b/dq_b join b, q_c/dq_c join c.
+    """
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+        numpy_helper.from_array(np.array(128 if activations == np.uint8 else 0, activations), "z"),
+        numpy_helper.from_array(np.array(0.01, np.float32), "sw"),
+        numpy_helper.from_array(np.array(0, np.int8), "zw"),
+    ]
+    for w in ("w1", "w2"):
+        inits.append(numpy_helper.from_array(rng.integers(-127, 128, (16, 16)).astype(np.int8), w))
+    q = "QuantizeLinear"
+    dq = "DequantizeLinear"
+    nodes = [
+        helper.make_node(dq, ["w1", "sw", "zw"], ["fw1"], name="dq_w1"),
+        helper.make_node(dq, ["w2", "sw", "zw"], ["fw2"], name="dq_w2"),
+        helper.make_node(q, ["x", "s", "z"], ["qx"], name="q_x"),
+        helper.make_node(dq, ["qx", "s", "z"], ["dx"], name="dq_x"),
+        helper.make_node("MatMul", ["dx", "fw1"], ["ta"], name="a"),
+        helper.make_node(q, ["ta", "s", "z"], ["qa"], name="q_a"),
+        helper.make_node(dq, ["qa", "s", "z"], ["da"], name="dq_a"),
+        helper.make_node("Relu", ["da"], ["tb"], name="b"),
+        helper.make_node(q, ["tb", "s", "z"], ["qb"], name="q_b"),
+        helper.make_node(dq, ["qb", "s", "z"], ["y1"], name="dq_b"),
+        helper.make_node("MatMul", ["da", "fw2"], ["tc"], name="c"),
+        helper.make_node(q, ["tc", "s", "z"], ["qc"], name="q_c"),
+        helper.make_node(dq, ["qc", "s", "z"], ["y2"], name="dq_c"),
+    ]
+    graph = helper.make_graph(
+        nodes, "qdq_fork", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16]) for y in ("y1", "y2")], initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)

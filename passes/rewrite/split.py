@@ -30,10 +30,11 @@ import onnx
 from onnx import helper
 
 from cimsplit.compiler.hardware import Hardware
+from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 from cimsplit.passes.rewrite.annotate import KEY_DEVICE
 from cimsplit.passes.rewrite.graph_utils import value_infos
 from cimsplit.passes.rewrite.partitions import HOST, PartitionSpec, SplitPlan, plan_split
-from cimsplit.passes.rewrite.unsigned_cuts import onnxruntime_converts_int8_pairs, unsigned_cuts
+from cimsplit.passes.rewrite.unsigned_cuts import unsigned_cuts
 
 __all__ = [
     "PARTITION_DOMAIN",

@@ -1,0 +1,111 @@
+"""Which int8 QDQ pairs onnxruntime runs as uint8, and so which quantized kernels run.
+
+On x86 onnxruntime rewrites an int8 ``QuantizeLinear -> DequantizeLinear``
+pair to uint8 before it fuses QDQ groups (``QDQS8ToU8Transformer``, run
+unless ``session.qdqisint8allowed`` is set; see onnxruntime's
+``core/optimizer/qdq_transformer/qdq_s8_to_u8.cc``): both zero points become
+``zp + 128``, and the consumer runs a U8S8 kernel.  It converts a pair only
+when the Q output feeds exactly one node input, that of the DQ, and is no
+graph output, and both zero points are equal constant int8 scalars.  Before
+that, ``EnsureUniqueDQForNodeUnit`` gives every consumer of a DQ its own copy
+unless the DQ feeds no node or one node input and no graph output
+(``ensure_unique_dq_for_node_unit.cc``); a duplicated DQ leaves its Q with
+several DQs, and the pair int8.  On ARM onnxruntime keeps int8 pairs.
+
+A Conv or Gemm whose int8 input pair stays int8 runs a kernel four to nine
+times slower per MAC than one whose pair is converted (ResNet-18 int8 on
+this machine: 22-47 ps/MAC against 5 ps/MAC), so the split cuts pairs the way
+onnxruntime converts them (:mod:`cimsplit.passes.rewrite.unsigned_cuts`) and
+the host model tells the two kernels apart (:func:`int8_input_kept`).
+"""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+
+import onnx
+from onnx import TensorProto, numpy_helper
+
+__all__ = ["QdqPair", "onnxruntime_converts_int8_pairs", "converted_pairs", "int8_input_kept"]
+
+_X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
+_STANDARD = ("", "ai.onnx")
+
+
+@dataclass(frozen=True)
+class QdqPair:
+    """An int8 Q -> DQ pair onnxruntime converts to uint8 (on x86)."""
+
+    quantize: str
+    dequantize: str
+    tensor: str
+    zero_point: int
+
+
+def onnxruntime_converts_int8_pairs(machine: str | None = None) -> bool:
+    """True on x86 (``platform.machine()`` or ``machine``), where onnxruntime's default converts int8 pairs."""
+    return (machine or platform.machine()).lower() in _X86
+
+
+def _int8_scalar(name: str, initializers: dict[str, TensorProto]) -> int | None:
+    tensor = initializers.get(name)
+    if tensor is None or tensor.data_type != TensorProto.INT8:
+        return None
+    values = numpy_helper.to_array(tensor)
+    return int(values.reshape(-1)[0]) if values.size == 1 else None
+
+
+def _edges(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Tensor -> one entry per node input that reads it (a node reading a tensor twice counts twice)."""
+    edges: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            edges.setdefault(name, []).append(node)
+    return edges
+
+
+def converted_pairs(graph: onnx.GraphProto) -> dict[str, QdqPair]:
+    """The int8 pairs onnxruntime's default converts to uint8 on x86, by the tensor between Q and DQ."""
+    initializers = {t.name: t for t in graph.initializer}
+    outputs = {o.name for o in graph.output}
+    edges = _edges(graph)
+    pairs: dict[str, QdqPair] = {}
+    for q in graph.node:
+        if q.op_type != "QuantizeLinear" or q.domain not in _STANDARD or len(q.input) != 3:
+            continue
+        tensor = q.output[0]
+        readers = edges.get(tensor, [])
+        if tensor in outputs or len(readers) != 1:
+            continue
+        dq = readers[0]
+        if dq.op_type != "DequantizeLinear" or dq.domain not in _STANDARD or len(dq.input) != 3 or dq.input[0] != tensor:
+            continue
+        dq_edges = len(edges.get(dq.output[0], []))
+        if dq_edges > 1 or (dq_edges == 1 and dq.output[0] in outputs):
+            continue  # the DQ is duplicated per consumer first, which leaves its Q with several DQs
+        zero_point = _int8_scalar(q.input[2], initializers)
+        if zero_point is None or zero_point != _int8_scalar(dq.input[2], initializers):
+            continue
+        pairs[tensor] = QdqPair(q.name, dq.name, tensor, zero_point)
+    return pairs
+
+
+def int8_input_kept(graph: onnx.GraphProto, machine: str | None = None) -> frozenset[str]:
+    """Nodes whose data input (input 0) is dequantized from an int8 tensor that stays int8 under onnxruntime.
+
+    On a machine where onnxruntime keeps int8 pairs (ARM) that is every node
+    fed by an int8 DequantizeLinear; on x86 those whose pair is not converted.
+    """
+    initializers = {t.name: t for t in graph.initializer}
+    producers = {out: n for n in graph.node for out in n.output}
+    pairs = converted_pairs(graph) if onnxruntime_converts_int8_pairs(machine) else {}
+    kept = set()
+    for node in graph.node:
+        dq = producers.get(node.input[0]) if node.input else None
+        if dq is None or dq.op_type != "DequantizeLinear" or len(dq.input) < 3 or dq.input[0] in pairs:
+            continue
+        zero_point = initializers.get(dq.input[2])
+        if zero_point is not None and zero_point.data_type == TensorProto.INT8 and dq.input[0] not in initializers:
+            kept.add(node.name)
+    return frozenset(kept)

@@ -1,0 +1,37 @@
+"""Which int8 pairs onnxruntime converts to uint8, and which quantized kernels keep an int8 input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from graphs import qdq_fork
+
+from cimsplit.compiler.calibration import GridPoint, measure_point
+from cimsplit.compiler.qdq_kernels import converted_pairs, int8_input_kept, onnxruntime_converts_int8_pairs
+
+
+def test_pairs_converted_as_onnxruntime_does() -> None:
+    """qdq_fork, int8: qx, qb and qc each feed one DQ with at most one reader (qc's and qb's DQs write
+    graph outputs and feed no node); qa's DQ feeds b and c, so onnxruntime duplicates it and keeps qa int8."""
+    pairs = converted_pairs(qdq_fork(np.int8).graph)
+    assert {t: (p.quantize, p.dequantize, p.zero_point) for t, p in pairs.items()} == {
+        "qx": ("q_x", "dq_x", 0), "qb": ("q_b", "dq_b", 0), "qc": ("q_c", "dq_c", 0)}
+    assert converted_pairs(qdq_fork(np.uint8).graph) == {}  # uint8 pairs are uint8 already
+
+
+def test_kernels_that_keep_an_int8_input() -> None:
+    graph = qdq_fork(np.int8).graph
+    # x86: b and c read da, dequantized from the int8 qa that stays int8; a reads the converted qx.
+    assert int8_input_kept(graph, "x86_64") == {"b", "c"}
+    # ARM keeps every pair int8: every node fed by an activation DQ (the weights' DQs do not count).
+    assert int8_input_kept(graph, "aarch64") == {"a", "b", "c"}
+    assert int8_input_kept(qdq_fork(np.uint8).graph, "x86_64") == frozenset()
+
+
+@pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxruntime keeps int8 pairs on this machine (not x86)")
+def test_an_s8_calibration_point_measures_the_kernel_that_keeps_its_input_int8() -> None:
+    params = (("c_in", 16), ("c_out", 16), ("h", 10), ("k", 3), ("s", 1))
+    sample, _ = measure_point(GridPoint("int8:Conv-s8", params), threads=1, runs=1, warmup=0)
+    assert sample.kind == "int8:Conv-s8"
+    # 16 x 144 x 100 (M_v, N_v, N_mvm), as its uint8 twin
+    assert (sample.features["m"], sample.features["n"], sample.features["n_mvm"]) == (16, 144, 100)
