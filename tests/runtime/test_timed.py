@@ -239,3 +239,30 @@ def test_bad_timing_flags_exit_2_and_leave_the_plan_alone(fork_dir, tmp_path, ca
     assert status == 2
     assert "error:" in capsys.readouterr().err
     assert (fork_dir / "plan.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("int8", [False, True], ids=["float", "int8"])
+def test_a_throughput_plan_streams_on_its_schedule_frame_by_frame(tmp_path, int8) -> None:
+    from cimsplit.compiler.frontend import ModelSpec
+    from cimsplit.passes.pipeline import CompileOptions, compile_model
+    from cimsplit.passes.placement.options import SolveOptions
+
+    path = quantize_qdq(fork_net(), tmp_path) if int8 else save(fork_net(), tmp_path)
+    options = CompileOptions(solve=SolveOptions(objective="throughput"), host_profile=table_profile(load(path)))
+    hardware = load_hardware("x86", crossbars=1000, mvm_latency_ns=1.0)  # CIM convolutions pay off
+    compiled = compile_model(ModelSpec(str(path)), hardware, options)
+    out = write_artifacts(tmp_path / "out", compiled.artifacts)
+    stream = frames(8, seed=11)
+    with Session(out, cim_timing="modeled") as session:
+        plan = session.manifest.plan
+        assert plan.objective == "throughput" and plan.stream is not None
+        assert {p.device for p in plan.partitions} == {"host", "cim"}
+        single = [session.run(feeds) for feeds in stream]
+        timed = session.measure_stream(stream)
+        assert_never_early(timed, plan)
+    for one, got in zip(single, timed.outputs):
+        for name, value in one.items():
+            if int8:
+                assert got[name].tobytes() == value.tobytes()
+            else:
+                np.testing.assert_allclose(got[name], value, atol=1e-4, rtol=1e-3)
