@@ -19,7 +19,8 @@ so the host works on one input while the CIM works on another (throughput).
 (:mod:`cimsplit.runtime.timed`): ``--repeat`` then measures one frame's
 latency (median of N) beside the modeled one (the plan's schedule replayed
 for one frame alone: the makespan of a latency plan), ``--stream`` the
-steady-state period ((last finish - first finish) / (N - 1)) beside the
+steady-state period (the spacing of finishes, the first and last tenth of the
+frames left out, see :attr:`cimsplit.runtime.timed.TimedRun.period_ns`) beside the
 plan's ``period_ns``, each with the ratio measured/modeled, and the stream's
 outputs are compared frame by frame with the single-frame outputs.
 ``--report FILE.json`` writes those figures (keys for what was run).
@@ -329,7 +330,9 @@ def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.nd
     print(f"streamed (modeled CIM timing): {frames} frames, {session.frames_in_flight} in flight, "
           f"{frames / run.wall_ns * 1e9:.1f} frames/s overall"
           + (f", steady state {1e9 / run.period_ns:.1f} frames/s" if frames > 1 else ""))
-    which = "(last finish - first finish) / (frames - 1)" if frames > 1 else "one frame's latency"
+    m = frames // 10
+    which = (f"spacing of the finishes of frames {m}..{frames - 1 - m}, leaving out fill and drain; "
+             f"(last - first finish) / (frames - 1) = {_fmt_ns(run.period_end_to_end_ns)}") if frames > 1 else "one frame's latency"
     print(f"measured period {_fmt_ns(measured)} [{which}]; plan period "
           f"{_fmt_ns(modeled) if modeled else 'n/a (a plan written before streams: recompile)'}; "
           f"measured/modeled {_ratio(measured, modeled)}")
