@@ -112,10 +112,12 @@ class SolverArgs:
     """Which solver, how long, how exact; ``verbose=False`` leaves out ``--verbose`` (the sweep's workers)."""
 
     def __init__(self, verbose: bool = True, time_limit_help: str = "solver time limit (default 60)",
-                 stream: bool = False) -> None:
+                 stream: bool = False, latency_list: bool = False) -> None:
         self.verbose = verbose
         self.time_limit_help = time_limit_help
         self.stream = stream
+        self.latency_list = latency_list
+        """``--max-latency`` takes a list (the sweep's front): read it with :meth:`max_latencies`."""
 
     def add_to_parser(self, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("solver")
@@ -128,8 +130,13 @@ class SolverArgs:
         if self.stream:
             group.add_argument("--objective", default="latency", metavar="latency|throughput",
                                help="minimize one frame's latency (default, the paper's) or a stream's period")
-            group.add_argument("--max-latency", metavar="T",
-                               help="throughput: bound on one frame's latency in the stream, e.g. 2ms")
+            if self.latency_list:
+                group.add_argument("--max-latency", metavar="T,...", dest="max_latencies",
+                                   help="throughput: frame-latency bounds, one point each (the latency/throughput "
+                                        "front), e.g. 60,80,120ms; 0 = unbounded")
+            else:
+                group.add_argument("--max-latency", metavar="T",
+                                   help="throughput: bound on one frame's latency in the stream, e.g. 2ms")
             group.add_argument("--frames-in-flight", metavar="K",
                                help="throughput: at most K frames overlap (latency <= K x period)")
 
@@ -153,6 +160,22 @@ class SolverArgs:
         return SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
                             verbose=bool(getattr(args, "verbose", False)), objective=objective,
                             max_latency_ns=max_latency_ns, frames_in_flight=frames)
+
+    @staticmethod
+    def max_latencies(args: argparse.Namespace) -> tuple[float, ...]:
+        """The sweep's ``--max-latency`` list in ns (0 = unbounded), ``(0.0,)`` when not given."""
+        from cimsplit.passes.sweep.grid import parse_time_values
+
+        text = getattr(args, "max_latencies", None)
+        if text is None:
+            return (0.0,)
+        items = [item.strip() for item in str(text).split(",")]
+        zero = [item for item in items if item.rstrip("numsµ ") in ("0", "0.0")]
+        rest = ",".join(item for item in items if item not in zero)
+        values = (0.0,) * bool(zero) + (parse_time_values(rest, "--max-latency") if rest else ())
+        if getattr(args, "objective", "latency") != "throughput":
+            raise CimsplitError("--max-latency and --frames-in-flight bound a stream", hint="add --objective throughput")
+        return tuple(sorted(set(values)))
 
     @staticmethod
     def _stream_flags(args: argparse.Namespace) -> tuple[str, float | None, int | None]:

@@ -25,7 +25,8 @@ from typing import Any
 from cimsplit.cli.args import SolverArgs
 from cimsplit.errors import CimsplitError
 
-SOLVER = SolverArgs(verbose=False, time_limit_help="solver time limit per point (default 60)")
+SOLVER = SolverArgs(verbose=False, time_limit_help="solver time limit per point (default 60)", stream=True,
+                    latency_list=True)
 
 EPILOG = """\
 values: lists (25,50,100) or ranges START:STOP:STEP with both ends inclusive
@@ -121,6 +122,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         host_models=_host_profiles(getattr(args, "host_model", []), "--host-model"), input_shapes=parse_input_shapes(args.input_shape),
         image_size=args.image_size, int8=args.int8 or (args.paper and not args.float), solver=solve.solver,
         time_limit_s=solve.time_limit_s, mip_gap=solve.mip_gap, plain=solve.plain, paper_exact=args.paper_exact,
+        objective=solve.objective, max_latencies_ns=SolverArgs.max_latencies(args), frames_in_flight=solve.frames_in_flight,
     )
 
 

@@ -54,10 +54,14 @@ class SweepPoint:
     host: str
     crossbars: int
     mvm_latency_ns: float
+    max_latency_ns: float = 0.0
+    """Throughput sweeps: the bound on one frame's latency (``--max-latency``), 0 = none."""
 
     @property
-    def key(self) -> tuple[str, str, int, float]:
-        return (self.model, self.host, self.crossbars, self.mvm_latency_ns)
+    def key(self) -> tuple:
+        """(model, host, crossbars, MVM latency), and the latency bound when there is one."""
+        base = (self.model, self.host, self.crossbars, self.mvm_latency_ns)
+        return (*base, self.max_latency_ns) if self.max_latency_ns else base
 
 
 @dataclass(frozen=True)
@@ -66,16 +70,20 @@ class SweepGrid:
     hosts: tuple[str, ...]
     crossbars: tuple[int, ...]
     mvm_latencies_ns: tuple[float, ...]
+    max_latencies_ns: tuple[float, ...] = (0.0,)
+    """Throughput sweeps: the frame-latency bounds of the latency/throughput front (0 = none)."""
 
     def points(self) -> list[SweepPoint]:
-        """Every point, models outermost and MVM latency innermost."""
+        """Every point, models outermost and the latency bound innermost."""
         return [
-            SweepPoint(m, h, c, t)
-            for m, h, c, t in product(self.models, self.hosts, self.crossbars, self.mvm_latencies_ns)
+            SweepPoint(m, h, c, t, bound)
+            for m, h, c, t, bound in product(self.models, self.hosts, self.crossbars, self.mvm_latencies_ns,
+                                             self.max_latencies_ns)
         ]
 
     def __len__(self) -> int:
-        return len(self.models) * len(self.hosts) * len(self.crossbars) * len(self.mvm_latencies_ns)
+        return len(self.models) * len(self.hosts) * len(self.crossbars) * len(self.mvm_latencies_ns) \
+            * len(self.max_latencies_ns)
 
 
 def _expand_range(start: float, stop: float, step: float, text: str) -> list[float]:

@@ -8,6 +8,9 @@
   host CPU computes (dark) and the time it waits for the CIM and the bus
   (light) — an exact split, as the single-core host is either busy or waiting —
   with the operator count of each device written on its part (paper Fig. 5).
+- ``front_<model>`` (throughput sweeps): the latency/throughput front over the
+  ``--max-latency`` bounds (:mod:`cimsplit.passes.sweep.front`); the other
+  figures use the unbounded points only.
 - ``budget_<model>`` (when >= 5 crossbar counts were swept): makespan vs
   crossbars, one line per MVM latency, each step annotated with its marginal
   gain (makespan saved per added crossbar).
@@ -55,12 +58,20 @@ def _latency_label(ns: float) -> str:
 
 def write_figures(out_dir: str | Path, rows: Sequence[Row]) -> list[Path]:
     """Write every figure the rows allow into ``out_dir``; returns the files written."""
+    from cimsplit.passes.sweep.front import write_front
+
     out_dir = Path(out_dir)
-    ok = [r for r in rows if r["status"] != "error" and r["speedup"] is not None]
-    if not ok:
+    done = [r for r in rows if r["status"] != "error" and r["speedup"] is not None]
+    ok = [r for r in done if not r.get("max_latency_ns")]  # one row per configuration: the unbounded one
+    if not done:
         return []
     files: list[Path] = []
     with pyplot() as plt:
+        for model in _ordered([r["model"] for r in done if r.get("objective") == "throughput"]):
+            mine = [r for r in done if r["model"] == model and r.get("objective") == "throughput"]
+            files += write_front(plt, out_dir, model, mine, f"front_{_safe(model)}")
+        if not ok:
+            return files
         for model in _ordered([r["model"] for r in ok]):
             mine = [r for r in ok if r["model"] == model]
             files += _fig3(plt, out_dir, model, mine)

@@ -67,6 +67,11 @@ class SweepSpec:
     mip_gap: float | None = None
     plain: bool = False
     paper_exact: bool = False
+    objective: str = "latency"
+    """``throughput``: every point minimizes a stream's period (``--objective``)."""
+    max_latencies_ns: tuple[float, ...] = (0.0,)
+    """Throughput: frame-latency bounds, one point each (0 = unbounded): the latency/throughput front."""
+    frames_in_flight: int | None = None
 
 
 @dataclass(frozen=True)
@@ -201,14 +206,16 @@ def build_tasks(
     from cimsplit.compiler.hardware import load_hardware
     from cimsplit.passes.pipeline import CompileOptions, cost_model, load_model
 
-    solve = {"solver": spec.solver, "time_limit_s": spec.time_limit_s, "mip_gap": spec.mip_gap, "plain": spec.plain}
+    solve = {"solver": spec.solver, "time_limit_s": spec.time_limit_s, "mip_gap": spec.mip_gap, "plain": spec.plain,
+             "objective": spec.objective, "frames_in_flight": spec.frames_in_flight}
     tasks: list[PointTask] = []
     references: dict[tuple[str, str], dict[str, Any]] = {}
     for model_label, path in models.items():
         model_spec = ModelSpec(str(path), dict(spec.input_shapes))
         loaded_by_size: dict[tuple[int, int], Any] = {}
         for host in hosts:
-            points = [SweepPoint(model_label, host.label, c, t) for c in spec.crossbars for t in spec.mvm_latencies_ns]
+            points = [SweepPoint(model_label, host.label, c, t, bound) for c in spec.crossbars
+                      for t in spec.mvm_latencies_ns for bound in spec.max_latencies_ns]
             if observer is not None:
                 observer.preparing(model_label, host.label)
             try:
@@ -235,7 +242,7 @@ def build_tasks(
                 except Exception as exc:
                     tasks.append(PointTask(point, None, error=_message(exc), **solve))
                     continue
-                tasks.append(PointTask(point, problem, fingerprint=task_fingerprint(problem, **solve), **solve))
+                tasks.append(PointTask(point, problem, fingerprint=task_fingerprint(problem, **solve, max_latency_ns=point.max_latency_ns), **solve))
     return tasks, references
 
 
@@ -262,7 +269,7 @@ def write_reports(
     from cimsplit.passes.sweep.table1 import table1_markdown
 
     whole = {key: ref.get("ort_all_optimizations_ns") for key, ref in (references or {}).items()}
-    write_atomic(out_dir / "table1.md", table1_markdown(rows, whole))
+    write_atomic(out_dir / "table1.md", table1_markdown([r for r in rows if not r.get("max_latency_ns")], whole))
     return [out_dir / "table1.md", *write_figures(out_dir, rows)]
 
 
@@ -283,7 +290,8 @@ def run_sweep(
         raise CimsplitError("no model to sweep", hint="pass ONNX files or zoo names, or --paper")
     models = resolve_models(spec.models, out_dir, spec.image_size, spec.int8)
     hosts = resolve_hosts(spec.hosts, spec.host_profiles, spec.host_models)
-    grid = SweepGrid(tuple(models), tuple(h.label for h in hosts), tuple(spec.crossbars), tuple(spec.mvm_latencies_ns))
+    grid = SweepGrid(tuple(models), tuple(h.label for h in hosts), tuple(spec.crossbars), tuple(spec.mvm_latencies_ns),
+                     tuple(spec.max_latencies_ns))
     if not len(grid):
         raise CimsplitError("the sweep grid is empty", hint="give at least one crossbar count and one MVM latency")
     tasks, references = build_tasks(spec, models, hosts, observer)

@@ -32,11 +32,14 @@ JOURNAL = "journal.jsonl"
 RESULTS_CSV = "results.csv"
 RESULTS_JSON = "results.json"
 
-Key = tuple[str, str, int, float]
+Key = tuple
 
 
 def _key(row: dict[str, Any]) -> Key:
-    return (str(row["model"]), str(row["host"]), int(row["crossbars"]), float(row["mvm_latency_ns"]))
+    """The row's point key, as :attr:`SweepPoint.key` (a latency bound only when there is one)."""
+    base = (str(row["model"]), str(row["host"]), int(row["crossbars"]), float(row["mvm_latency_ns"]))
+    bound = float(row.get("max_latency_ns") or 0.0)
+    return (*base, bound) if bound else base
 
 
 def read_journal(directory: Path) -> dict[Key, dict[str, Any]]:

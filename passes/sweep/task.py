@@ -30,6 +30,7 @@ COLUMNS = (
     "ops_on_cim", "ops_on_host", "crossbars_used",
     "host_busy_ns", "cim_busy_ns", "transfer_ns",
     "solver", "status", "gap", "time_s", "n_variables", "n_constraints",
+    "objective", "max_latency_ns", "period_ns", "stream_latency_ns", "frames_in_flight",
     "error",
 )
 """The columns of results.csv / results.json, in order."""
@@ -53,20 +54,24 @@ class PointTask:
     mip_gap: float | None = None
     plain: bool = False
     error: str | None = None
+    objective: str = "latency"
+    frames_in_flight: int | None = None
     fingerprint: str | None = None
     """Hash of the problem and solver settings: a journal row is reused only if it matches."""
 
 
-def task_fingerprint(problem: PlacementProblem, solver: str, time_limit_s: float, mip_gap: float | None, plain: bool) -> str:
+def task_fingerprint(problem: PlacementProblem, solver: str, time_limit_s: float, mip_gap: float | None, plain: bool,
+                     objective: str = "latency", max_latency_ns: float = 0.0, frames_in_flight: int | None = None) -> str:
     """Everything that determines a point's result, hashed (float reprs are exact)."""
-    text = repr((problem, solver, float(time_limit_s), mip_gap, plain))
+    stream = () if objective == "latency" else (objective, float(max_latency_ns), frames_in_flight)
+    text = repr((problem, solver, float(time_limit_s), mip_gap, plain, *stream))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def error_row(point: SweepPoint, message: str) -> dict[str, Any]:
     row: dict[str, Any] = {column: None for column in COLUMNS}
     row.update(model=point.model, host=point.host, crossbars=point.crossbars, mvm_latency_ns=point.mvm_latency_ns)
-    row.update(status="error", error=message)
+    row.update(status="error", error=message, max_latency_ns=point.max_latency_ns)
     return row
 
 
@@ -100,6 +105,11 @@ def row_from_result(point: SweepPoint, result: Any) -> dict[str, Any]:
         "time_s": float(stats.time_s),
         "n_variables": int(stats.n_variables),
         "n_constraints": int(stats.n_constraints),
+        "objective": result.objective,
+        "max_latency_ns": point.max_latency_ns,
+        "period_ns": None if result.stream is None else float(result.stream.period_ns),
+        "stream_latency_ns": None if result.stream is None else float(result.stream.latency_ns),
+        "frames_in_flight": None if result.stream is None else int(result.stream.frames_in_flight),
         "error": None,
     }
 
@@ -112,8 +122,11 @@ def run_point(task: PointTask) -> dict[str, Any]:
         from cimsplit.passes.placement.driver import place
         from cimsplit.passes.placement.options import SolveOptions
 
+        bound = task.point.max_latency_ns or None
         options = SolveOptions(solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap,
-                               plain=task.plain, threads=SOLVER_THREADS)
+                               plain=task.plain, threads=SOLVER_THREADS, objective=task.objective,
+                               max_latency_ns=bound if task.objective == "throughput" else None,
+                               frames_in_flight=task.frames_in_flight if task.objective == "throughput" else None)
         result = place(task.problem, options)
         return row_from_result(task.point, result)
     except CimsplitError as exc:

@@ -33,7 +33,7 @@ from cimsplit.passes.placement.stream.tasks import BUS, HOST, PeriodicSchedule, 
 from cimsplit.passes.placement.stream.validate import replay_frames, validate_stream
 from cimsplit.passes.placement.validate import InternalError
 
-__all__ = ["modulo_schedule", "schedule_from_starts", "tighten"]
+__all__ = ["bounded_heuristic", "modulo_schedule", "schedule_from_starts", "tighten"]
 
 log = logging.getLogger(__name__)
 
@@ -156,4 +156,48 @@ def modulo_schedule(problem: PlacementProblem, on_host: tuple[bool, ...], period
         if best is None or candidate.latency_ns < best.latency_ns:
             best = candidate
     assert best is not None
+    return best
+
+
+def bounded_heuristic(problem: PlacementProblem, placements: list[tuple[bool, ...]], max_latency_ns: float | None,
+                      frames_in_flight: int | None, steps: int = 48, growth: float = 1.04) -> PeriodicSchedule | None:
+    """A feasible stream under the bounds, or None: first-fit at periods growing from each placement's bound.
+
+    For each placement, periods rb * growth**i (i < ``steps``) and finally the frame of a
+    list schedule (first fit with one frame in flight, period = its latency) are tried; the
+    shortest period whose first-fit frame meets the bounds wins (tightened, validated).  An
+    incumbent and upper bound for the bounded MILP, not an optimum.
+    """
+    def meets(latency: float, period: float) -> bool:
+        tol = 1e-9 * max(1.0, latency)
+        return (max_latency_ns is None or latency <= max_latency_ns + tol) and \
+            (frames_in_flight is None or latency <= frames_in_flight * period + tol)
+
+    best: PeriodicSchedule | None = None
+    for on_host in dict.fromkeys(placements):
+        specs = task_graph(problem, on_host)
+        bound = max(sum(t.duration_ns for t in specs if t.unit == unit) for unit in _SERIAL)
+        bound = max([bound, *(t.duration_ns for t in specs if t.unit not in _SERIAL)])
+        if bound <= 0 or (best is not None and bound >= best.period_ns):
+            continue
+        horizon = sum(t.duration_ns for t in specs) + bound
+        single = _first_fit_starts(specs, horizon)  # nothing wraps: a list schedule of one frame
+        periods = [bound * growth ** i for i in range(steps)]
+        if single is not None:
+            periods.append(max(bound, max(st + t.duration_ns for st, t in zip(single, specs))))
+        for period in sorted(periods):
+            if best is not None and period >= best.period_ns:
+                break
+            start = _first_fit_starts(specs, period)
+            if start is None:
+                continue
+            latency = max((st + t.duration_ns for st, t in zip(start, specs)), default=0.0)
+            if not meets(latency, period):
+                continue
+            candidate = tighten(problem, schedule_from_starts(problem, on_host, specs, start, period))
+            try:
+                best = validate_stream(problem, candidate, source="bounded heuristic", slack_free=False)
+            except InternalError:
+                continue
+            break
     return best

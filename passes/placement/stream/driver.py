@@ -22,13 +22,19 @@ from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverSt
 from cimsplit.passes.placement.solvers.backend import (
     STATUS_INFEASIBLE,
     STATUS_OPTIMAL,
+    STATUS_TIME_LIMIT,
     BackendMissing,
     BackendOutcome,
     BackendUnavailable,
     get_backend,
 )
 from cimsplit.passes.placement.solvers.milp import MilpModel
-from cimsplit.passes.placement.stream.construct import modulo_schedule, schedule_from_starts, tighten
+from cimsplit.passes.placement.stream.construct import (
+    bounded_heuristic,
+    modulo_schedule,
+    schedule_from_starts,
+    tighten,
+)
 from cimsplit.passes.placement.stream.milp import build_bounded_milp, build_period_milp, task_name
 from cimsplit.passes.placement.stream.tasks import PeriodicSchedule, resource_bound_ns, task_graph
 from cimsplit.passes.placement.stream.validate import validate_stream
@@ -106,13 +112,16 @@ def _meets(stream: PeriodicSchedule, options: SolveOptions) -> bool:
     return k is None or stream.latency_ns <= k * stream.period_ns + tol
 
 
-def _bounded(problem: PlacementProblem, options: SolveOptions, lower_ns: float
+def _bounded(problem: PlacementProblem, options: SolveOptions, lower_ns: float, placements: list[tuple[bool, ...]]
              ) -> tuple[PeriodicSchedule, BackendOutcome, str, list[str]]:
     t, k = options.max_latency_ns, options.frames_in_flight
     cpu_only = sum(problem.t_host_ns)
     upper = cpu_only if t is None or cpu_only <= t else t  # CPU-only meets the bounds, or P <= L <= T
     if t is not None:
         upper = min(upper, t)
+    incumbent = bounded_heuristic(problem, placements, t, k)
+    if incumbent is not None:  # the MILP only has to beat it: a tighter P_ub and big-Ms
+        upper = min(upper, incumbent.period_ns)
     if lower_ns > upper * (1 + _REL):
         raise CimsplitError(f"no stream schedule meets --max-latency {t:g} ns: every placement keeps a resource "
                             f"busy for at least {lower_ns:.6g} ns per frame, so one frame takes at least that long",
@@ -122,6 +131,14 @@ def _bounded(problem: PlacementProblem, options: SolveOptions, lower_ns: float
     outcome, reason, warnings = _solve(problem, built.model, options)
     bounds = ", ".join(b for b in (f"--max-latency {t:.6g} ns" if t is not None else "",
                                    f"--frames-in-flight {k}" if k is not None else "") if b)
+    if incumbent is not None and (not outcome.has_solution or outcome.status == STATUS_INFEASIBLE
+                                  or outcome.objective_ns >= incumbent.period_ns * (1 - _REL)):
+        # nothing better than the incumbent (infeasible: P_ub = the incumbent's period was not beaten)
+        status = STATUS_OPTIMAL if outcome.status in (STATUS_OPTIMAL, STATUS_INFEASIBLE) else STATUS_TIME_LIMIT
+        done = BackendOutcome(outcome.solver, status, None, None, None, incumbent.period_ns,
+                              incumbent.period_ns if status == STATUS_OPTIMAL else outcome.bound_ns,
+                              outcome.time_s, outcome.n_variables, outcome.n_constraints)
+        return incumbent, done, reason + "; the first-fit incumbent was not beaten", warnings
     if outcome.status == STATUS_INFEASIBLE:
         raise CimsplitError(f"no stream schedule meets {bounds}", hint="raise the bound")
     if not outcome.has_solution:
@@ -160,7 +177,9 @@ def place_throughput(problem: PlacementProblem, options: SolveOptions, baselines
     if not _meets(stream, options):
         log.info("the minimum-period schedule (latency %.6g ns) breaks the bound: solving the bounded model",
                  stream.latency_ns)
-        stream, outcome, reason_b, more = _bounded(problem, options, max(lower, 1e-9 * period) if period else 0.0)
+        placements = [on_host, *(b.on_host for b in baselines.values())]
+        stream, outcome, reason_b, more = _bounded(problem, options, max(lower, 1e-9 * period) if period else 0.0,
+                                                   placements)
         reason, warnings = f"{reason}; bounded {reason_b}", [*warnings, *more]
         n_vars, n_rows, status, name = outcome.n_variables, outcome.n_constraints, outcome.status, outcome.solver
         lower = max(lower, min(outcome.bound_ns, stream.period_ns))
