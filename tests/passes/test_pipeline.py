@@ -74,3 +74,23 @@ def test_compile_model_runs_every_stage_on_a_real_model(tmp_path) -> None:
         ("cim_0", "cim", ("Conv_0", "Relu_1")), ("host_0", "host", ("Flatten_2",)), ("cim_1", "cim", ("Gemm_3",))]
     assert plan.makespan_ns == compiled.result.schedule.makespan_ns == plan.timeline.makespan_ns
     assert plan.model.path == str(path.resolve()) and plan.report["solver"]["name"] == compiled.result.solver.name
+
+
+def test_compile_with_the_throughput_objective_writes_the_stream(tmp_path) -> None:
+    """The same Conv -> Flatten -> Gemm model: plan.json carries objective, period, frames in flight and the
+    stream; every transfer task is one of the split's transfers (TENSOR->DEVICE), every operator task an operator."""
+    from cimsplit.passes.placement.options import SolveOptions
+    from cimsplit.runtime.plan import Plan
+
+    path = save(clean_cnn(), tmp_path)
+    hardware = load_hardware("x86", crossbars=1000, mvm_latency_ns=1.0, cim_bandwidth_bytes_per_s=1e12,
+                             bus_bandwidth_bytes_per_s=1e9)
+    compiled = compile_model(ModelSpec(str(path)), hardware, CompileOptions(solve=SolveOptions(objective="throughput")))
+    plan, stream = compiled.artifacts.plan, compiled.result.stream
+    assert plan.objective == "throughput" and plan.period_ns == stream.period_ns
+    assert plan.frames_in_flight == stream.frames_in_flight and plan.stream.latency_ns == stream.latency_ns
+    assert plan.makespan_ns == stream.latency_ns == compiled.result.schedule.makespan_ns
+    split = {f"{t.tensor}->{t.dst_device}" for t in plan.transfers}
+    assert {t.name for t in plan.stream.tasks if t.kind == "transfer"} == split
+    assert {t.name for t in plan.stream.tasks if t.kind == "operator"} == set(compiled.result.problem.names)
+    assert Plan.from_json(plan.to_json()).stream == plan.stream
