@@ -163,7 +163,8 @@ def bounded_heuristic(problem: PlacementProblem, placements: list[tuple[bool, ..
                       frames_in_flight: int | None, steps: int = 48, growth: float = 1.04) -> PeriodicSchedule | None:
     """A feasible stream under the bounds, or None: first-fit at periods growing from each placement's bound.
 
-    For each placement, periods rb * growth**i (i < ``steps``) and finally the frame of a
+    For each placement, periods rb * (1 + 0.0025 i) for i <= 11 (a fully busy resource leaves
+    first fit no gap at rb itself), rb * growth**i (i < ``steps``) and finally the frame of a
     list schedule (first fit with one frame in flight, period = its latency) are tried; the
     shortest period whose first-fit frame meets the bounds wins (tightened, validated).  An
     incumbent and upper bound for the bounded MILP, not an optimum.
@@ -182,7 +183,7 @@ def bounded_heuristic(problem: PlacementProblem, placements: list[tuple[bool, ..
             continue
         horizon = sum(t.duration_ns for t in specs) + bound
         single = _first_fit_starts(specs, horizon)  # nothing wraps: a list schedule of one frame
-        periods = [bound * growth ** i for i in range(steps)]
+        periods = [bound * (1 + 0.0025 * i) for i in range(1, 12)] + [bound * growth ** i for i in range(steps)]
         if single is not None:
             periods.append(max(bound, max(st + t.duration_ns for st, t in zip(single, specs))))
         for period in sorted(periods):

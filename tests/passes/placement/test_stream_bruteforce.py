@@ -1,6 +1,7 @@
 """The throughput objective agrees with an exhaustive search on tiny random DAGs (issue 14).
 
-Default suite: a handful of seeds; ``-m slow``: 200 seeds, each unbounded, with
+Default suite: two seeds; ``-m slow``: 210 seeds (an instance with more structures than
+the enumeration's limit is skipped, not counted), each unbounded, with
 --max-latency and with --frames-in-flight (bench/stream_bruteforce.py saves the same run).
 """
 
@@ -31,11 +32,14 @@ def agree(a: float | None, b: float | None) -> bool:
 def check_seed(seed: int) -> dict[str, object]:
     """Solver vs brute force on seed's problem: unbounded, a latency bound, a frames-in-flight bound."""
     problem = tiny_problem(seed)
-    free = place(problem, SolveOptions(objective="throughput", solver="highs"))
     rows: dict[str, object] = {"seed": seed, "n": problem.n}
+    try:
+        expected_k, lps_k = brute_bounded(problem, None, 1)
+    except RuntimeError:  # more structures than the enumeration's limit: not a check
+        return {**rows, "skipped": True}
+    free = place(problem, SolveOptions(objective="throughput", solver="highs"))
     assert agree(free.stream.period_ns, brute_unbounded(problem)), (seed, free.stream.period_ns)
     rows["unbounded"] = free.stream.period_ns
-    expected_k, lps_k = brute_bounded(problem, None, 1)
     k1 = place(problem, SolveOptions(objective="throughput", solver="highs", frames_in_flight=1)).stream
     assert agree(k1.period_ns, expected_k), (seed, "K=1", k1.period_ns, expected_k)
     rows.update(k1=k1.period_ns, lps_k=lps_k)
@@ -43,7 +47,10 @@ def check_seed(seed: int) -> dict[str, object]:
     t = round((k1.latency_ns + free.stream.latency_ns) / 2, 3)
     if t <= 0:  # an all-zero frame: --max-latency must be positive
         return rows
-    expected, lps = brute_bounded(problem, t, None)
+    try:
+        expected, lps = brute_bounded(problem, t, None)
+    except RuntimeError:
+        return {**rows, "skipped": True}
     got = solver_period(problem, max_latency_ns=t)
     assert agree(got, expected), (seed, "max_latency", t, got, expected)
     rows.update(max_latency=t, bounded=got, lps=lps)
@@ -56,6 +63,7 @@ def test_tiny_dags_agree(seed: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(2, 204))
+@pytest.mark.parametrize("seed", range(2, 212))
 def test_tiny_dags_agree_200(seed: int) -> None:
-    check_seed(seed)
+    if check_seed(seed).get("skipped"):
+        pytest.skip("instance too large for the exhaustive search")
