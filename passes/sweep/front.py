@@ -63,6 +63,9 @@ def write_front(plt: Any, out_dir: Path, model: str, rows: list[Row], stem: str)
                 if (r.get("max_latency_ns") or 0.0) in carried:
                     ax.plot(r["stream_latency_ns"] / 1e6, 1e9 / r["period_ns"], marker="o", ms=5, mfc="none",
                             color=color, ls="none")
+        latencies = [r["stream_latency_ns"] for r in mine if r["stream_latency_ns"] > 0]
+        if latencies and max(latencies) >= 10 * min(latencies):  # the unbounded point can lie far right
+            ax.set_xscale("log")
         ax.set_xlabel("one frame's latency in the stream (ms)")
         ax.set_ylabel("throughput (frames/s)")
         ax.set_title(f"{model} on {host}: latency/throughput front")
