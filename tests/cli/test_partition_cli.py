@@ -116,6 +116,24 @@ def test_text_report_has_baselines_and_table_one(model, profile, capsys):
     assert f"speedup {13500.0 / (T_IN + T_CONV + T_EDGE + 500 + T_EDGE + T_MATMUL + T_OUT):.2f}x" in out
 
 
+def test_throughput_by_hand(model, profile, capsys):
+    """Period = max(host busy, bus busy, slowest CIM operator) over placements (budget 100).
+
+    conv on the CIM: the conv's 3287.5 ns bounds every placement's period (on the host it would cost
+    11000 ns); flatten 500 ns on the host, the bus at most 37.5 + 50 + 50 + 1.95 ns.  So P = T_CONV,
+    and one frame takes longer than P (at least the conv plus its input transfer): 2 frames in flight.
+    """
+    assert main(["partition", model, "--host-profile", profile, "--solver", "highs", "--objective", "throughput",
+                 "--json"]) == 0
+    doc = _json(capsys)
+    assert doc["objective"] == "throughput" and doc["period_ns"] == pytest.approx(T_CONV)
+    assert doc["operators"][0]["device"] == "cim" and doc["frames_in_flight"] == 2
+    tasks = {t["name"]: t for t in doc["stream"]["tasks"]}
+    assert tasks["conv:input->cim"]["start_ns"] == 0.0 and tasks["conv:input->cim"]["resource"] == "bus"
+    assert tasks["conv"]["start_ns"] == pytest.approx(T_IN) and tasks["conv"]["resource"] == "cim"
+    assert doc["stream"]["latency_ns"] == doc["makespan_ns"]
+
+
 def _one_line_error(capsys) -> str:
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
@@ -129,6 +147,11 @@ def _one_line_error(capsys) -> str:
         (["--time-limit", "0"], "--time-limit"),
         (["--solver", "cplex"], "unknown solver 'cplex'"),
         (["--mip-gap", "2"], "--mip-gap"),
+        (["--objective", "fast"], "unknown objective 'fast'"),
+        (["--objective", "throughput", "--frames-in-flight", "0"], "--frames-in-flight"),
+        (["--objective", "throughput", "--max-latency", "soon"], "cannot read time 'soon'"),
+        (["--max-latency", "3ms"], "add --objective throughput"),
+        (["--objective", "throughput", "--max-latency", "1us", "--solver", "highs"], "no stream schedule meets"),
     ],
 )
 def test_bad_flags_exit_2_with_one_line(model, profile, capsys, flags, expected):
