@@ -48,6 +48,8 @@ class EmulatedTask:
     finish_ns: float
     modeled_ns: float
     """Its modeled duration."""
+    cpu_ns: float = 0.0
+    """Host tasks: CPU time of the thread that ran it (preemption by neighbours does not inflate it)."""
 
 
 class ModeledCimKernel:

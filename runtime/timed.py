@@ -29,7 +29,7 @@ would steal the host's core; the timed run then hands the CIM's outputs over
 at their emulated finish times.  After the run every tensor the host sent
 to the CIM is compared with the one the values were computed from (a
 mismatch is an error; a long stream of large frames is checked for its first
-512 MiB of such tensors), so the CIM's outputs are onnxruntime's on exactly
+256 MiB of such tensors), so the CIM's outputs are onnxruntime's on exactly
 the inputs it received.  CIM and bus items are pure time arithmetic (no thread
 of their own: they are done the moment their finish time is known), so the
 whole executor is one thread and the only wall-clock waits are the host's.
@@ -39,6 +39,7 @@ only after that time has passed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -52,7 +53,7 @@ from cimsplit.runtime.steps import Piece, Step
 __all__ = ["ExecSchedule", "TimedRun", "TimedExecutor"]
 
 _ATOL, _RTOL = 1e-4, 1e-3
-_VERIFY_BYTES = 512 * 2**20
+_VERIFY_BYTES = 256 * 2**20
 """Tensors sent to the CIM are kept for the check after the run up to this many bytes (the first frames')."""
 
 
@@ -225,10 +226,12 @@ class TimedExecutor:
         for f, hp in self._host_order(ev, n):
             ready = ev.latest(self._deps(f, hp))
             start = sleep_until_ns(ready)
+            cpu = time.thread_time_ns()
             out = hp.kernel.run({t: values[f][t] for t in hp.piece.inputs})  # type: ignore[attr-defined]
             finish = float(now_ns())
+            cpu = time.thread_time_ns() - cpu
             values[f].update((t, out[t]) for t in hp.piece.outputs)
-            host_tasks.append(EmulatedTask("host", hp.piece.name, f, ready, float(start), finish, hp.piece.duration_ns))
+            host_tasks.append(EmulatedTask("host", hp.piece.name, f, ready, float(start), finish, hp.piece.duration_ns, cpu))
             for t in hp.piece.inputs:
                 release(f, t)
             for t in hp.piece.outputs:
