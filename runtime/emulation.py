@@ -35,7 +35,7 @@ from cimsplit.runtime.steps import Step, partition_steps
 __all__ = ["EmulatedTask", "ModeledCimSimulator", "ModeledCimKernel", "ModeledBus"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EmulatedTask:
     """One emulated (``cim``, ``bus``) or executed (``host``) task of one frame; times in ns of the runtime clock."""
 

@@ -97,7 +97,7 @@ def build_executor(plan: Plan, files: Mapping[str, Path], host: Device, cim: Mod
     hosts: Sequence[PartitionRecord] = [p for p in plan.partitions if p.device == "host"]
     for part in hosts:
         model = onnx.load(str(files[part.name]))
-        for piece in host_pieces(part.name, model, part.outputs, schedule.host_ns, arrivals):
+        for piece in host_pieces(part.name, model, part.outputs, schedule.host_ns, arrivals, schedule.period_ns or None):
             pieces.append((piece, host.load(piece.model)))
     cims = [(cim_kernels[p.name], p.inputs, p.outputs) for p in plan.partitions if p.device == "cim"]
     return TimedExecutor(pieces, cim, cims, plan.transfers, [s.name for s in plan.model.inputs],

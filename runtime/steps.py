@@ -12,7 +12,11 @@ which takes no time.
 For timed runs a host partition is cut into **pieces**
 (:func:`host_pieces`), each one onnxruntime session: a piece is a maximal run
 of the partition's host operators that the schedule runs back to back and
-whose inputs from other partitions have all arrived when the run begins.  The
+whose inputs from other partitions have all arrived when the run begins, and
+between whose operators the schedule puts no other host work (of this frame,
+or in a stream of any frame: a gap in which the host idles or runs nothing
+else keeps the piece whole, so a stream's modulo schedule does not split
+partitions for nothing).  The
 runtime starts a partition only when all its inputs are there and runs it in
 one go; a host partition whose later operators wait in the schedule for a
 CIM result (or that the schedule interleaves with other host work) would
@@ -88,12 +92,14 @@ class Piece:
 
 
 def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], times_ns: Mapping[str, tuple[float, float]],
-                arrival_ns: Mapping[str, float]) -> list[Piece]:
+                arrival_ns: Mapping[str, float], period_ns: float | None = None) -> list[Piece]:
     """Cut host partition ``name`` (``model``, exporting ``outputs``) into the pieces the schedule runs.
 
-    ``times_ns``: operator -> (start, duration) in the schedule; ``arrival_ns``:
-    tensor -> when it arrives on the host from elsewhere in the schedule
-    (missing: at the start).  Pieces are in schedule order.
+    ``times_ns``: every host operator of the plan -> (start, duration) in the
+    schedule; ``arrival_ns``: tensor -> when it arrives on the host from
+    elsewhere (missing: at the start); ``period_ns``: the shift between frames
+    of a stream (its other frames' host work counts too), None for one frame.
+    Pieces are in schedule order.
     """
     steps = partition_steps(model, times_ns)
     timed = sorted((s for s in steps if s.operator is not None), key=lambda s: (times_ns[s.operator][0], s.nodes[0]))  # type: ignore[index]
@@ -103,7 +109,9 @@ def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], tim
     for step in timed:
         start, duration = times_ns[step.operator]  # type: ignore[index]
         late = max((arrival_ns.get(t, 0.0) for t in step.inputs if t not in produced_here), default=0.0)
-        if not runs or start > run_end + _TOLERANCE_NS or late > run_start + _TOLERANCE_NS:
+        members = {s.operator for s in runs[-1]} if runs else set()
+        if (not runs or late > run_start + _TOLERANCE_NS
+                or _interleaved(run_end, start, times_ns, period_ns, members)):  # type: ignore[arg-type]
             runs.append([])
             run_start = start
         runs[-1].append(step)
@@ -114,6 +122,21 @@ def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], tim
     members: list[set[int]] = [{i for s in run for i in s.nodes} for run in runs]
     _place_untimed(model, [s for s in steps if s.operator is None], members)
     return _build(name, model, outputs, runs, members, times_ns, run_start)
+
+
+def _interleaved(a: float, b: float, times_ns: Mapping[str, tuple[float, float]], period_ns: float | None,
+                 run: set[str]) -> bool:
+    """Whether the host has other work planned in [a, b): a host operator of this frame or, in a
+    stream, of any frame (frame k runs operator u at k * period + start_u)."""
+    gap = b - a
+    if gap <= _TOLERANCE_NS:
+        return False
+    if period_ns:
+        if gap >= period_ns:
+            return True
+        return any((start - a) % period_ns < gap - _TOLERANCE_NS for u, (start, _) in times_ns.items()
+                   if not (u in run and abs(start - a) <= _TOLERANCE_NS))
+    return any(a - _TOLERANCE_NS <= start < b - _TOLERANCE_NS for u, (start, _) in times_ns.items() if u not in run)
 
 
 def _place_untimed(model: onnx.ModelProto, untimed: list[Step], members: list[set[int]]) -> None:

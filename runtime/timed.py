@@ -334,8 +334,11 @@ class TimedExecutor:
                 if cursor[f] == len(self._pieces):
                     continue
                 hp = self._pieces[cursor[f]]
-                if self._known(ev, f, hp) and (best is None or ev.latest(self._deps(f, hp)) < best[0]):
-                    best = (ev.latest(self._deps(f, hp)), f)
+                if not self._known(ev, f, hp):
+                    continue
+                ready = ev.latest(self._deps(f, hp))
+                if best is None or ready < best[0]:
+                    best = (ready, f)
             if best is None:
                 raise RuntimeError("the host has no piece it can run: the plan's partitions wait on each other")
             f = best[1]
@@ -346,8 +349,10 @@ class TimedExecutor:
     def _deps(f: int, hp: _HostPiece) -> list[tuple]:
         return [("t", f, t, "host") for t in hp.piece.inputs] + [("admit", f)]
 
-    def _known(self, ev: _Events, f: int, hp: _HostPiece) -> bool:
-        return all(d in ev.time for d in self._deps(f, hp))
+    @staticmethod
+    def _known(ev: _Events, f: int, hp: _HostPiece) -> bool:
+        time_of = ev.time
+        return ("admit", f) in time_of and all(("t", f, t, "host") in time_of for t in hp.piece.inputs)
 
     @staticmethod
     def _verify(received: list[tuple[int, str, np.ndarray]], ahead: list[dict[str, np.ndarray]]) -> None:
