@@ -9,7 +9,8 @@ GEMM shape (M_v, N_v, N_mvm) is in it; :func:`grid` also drops any point in
 a seeded shuffle), so a campaign cut short by its time budget still covers
 every kind with a spread of sizes.
 
-Each point is a one-node ONNX model from one input (int8: the same model
+Each point is a one-node ONNX model from one input (a depthwise conv sits
+between two pointwise convs, as in every network that has one; int8: the same model
 through the zoo's QDQ recipe, ``models/quantize.py``), loaded by the front
 end and profiled with :func:`host_profile.profile_model` — the optimization
 level, threads and attribution of host profiling itself — and the
@@ -60,6 +61,10 @@ ELEMENT_OPS = (
     "Resize", "Softmax",
 )
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, "Gemm": 1}
+DEPTHWISE_NEIGHBOUR = 8
+"""Channels on the far side of the pointwise convs around a depthwise point (few, so they cost little)."""
+MEASURED_INPUT = "x_measured"
+"""The measured operator's input when it is not the graph input ``x``."""
 _OPSET = 17
 
 
@@ -160,7 +165,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
 
 
 def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
-    """The float one-node model of ``point`` (input ``x``, output ``y``)."""
+    """The float model of ``point`` (input ``x``, output ``y``): one node, or a depthwise conv between two pointwise ones."""
     rng = np.random.default_rng(seed)
     kind = point.kind.removeprefix(INT8_PREFIX).removesuffix(S8_SUFFIX)
     inits: list[TensorProto] = []
@@ -173,14 +178,24 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
         return (rng.standard_normal(shape) / math.sqrt(max(1, math.prod(shape[1:])))).astype(np.float32)
 
     outputs = ["y"]
-    if kind in ("Conv", "Conv-depthwise"):
+    if kind == "Conv":
         h, k, s = point.get("h"), point.get("k"), point.get("s")
-        c_in, c_out, groups = (point.get("c_in"), point.get("c_out"), 1) if kind == "Conv" else (point.get("c"),) * 3
+        c_in, c_out = point.get("c_in"), point.get("c_out")
         x_shape = [1, c_in, h, h]
-        node = helper.make_node("Conv", ["x", const("w", weight((c_out, c_in // groups, k, k))),
-                                          const("b", np.zeros(c_out, np.float32))], ["y"],
-                                kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4, group=groups)
-        nodes = [node]
+        nodes = [helper.make_node("Conv", ["x", const("w", weight((c_out, c_in, k, k))), const("b", np.zeros(c_out, np.float32))],
+                                  ["y"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)]
+    elif kind == "Conv-depthwise":
+        # Between two pointwise convs, as in every network that has one (MobileNet, EfficientNet): onnxruntime then
+        # runs it in the blocked NCHWc layout of its neighbours, which costs several times what it costs alone.
+        h, k, s, c = point.get("h"), point.get("k"), point.get("s"), point.get("c")
+        x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
+        nodes = [
+            helper.make_node("Conv", ["x", const("w_in", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
+                             kernel_shape=[1, 1]),
+            helper.make_node("Conv", [MEASURED_INPUT, const("w", weight((c, 1, k, k))), const("b", np.zeros(c, np.float32))],
+                             ["t"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4, group=c),
+            helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c, 1, 1)))], ["y"], kernel_shape=[1, 1]),
+        ]
     elif kind == "Gemm":
         m, n, b = point.get("m"), point.get("n"), point.get("b")
         x_shape = [b, n]
@@ -267,13 +282,14 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
 
 
 def _keep_input_int8(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with a second DequantizeLinear of its quantized input, written as an extra output.
+    """``model`` with a second DequantizeLinear of the measured operator's quantized input, written as an extra output.
 
     The input's QuantizeLinear then feeds two DQs, so onnxruntime keeps that pair
     int8 and the operator runs its S8S8 kernel, as after a fork in a real model.
     """
     graph = model.graph
-    q = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "x")
+    source = MEASURED_INPUT if any(MEASURED_INPUT in n.output for n in graph.node) else "x"
+    q = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == source)
     graph.node.append(helper.make_node("DequantizeLinear", [q.output[0], *q.input[1:]], ["x_dequantized"],
                                        name="calibration_fork"))
     graph.output.append(helper.make_tensor_value_info("x_dequantized", TensorProto.FLOAT, None))
