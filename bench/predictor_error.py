@@ -38,7 +38,7 @@ from cimsplit.compiler.hardware import load_hardware
 from cimsplit.compiler.host_model import HostModel, operator_kind
 from cimsplit.compiler.host_prediction import predicted_profile
 from cimsplit.compiler.host_profile import operator_latencies, profile_model
-from cimsplit.compiler.qdq_kernels import int8_input_kept
+from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.files import write_atomic
 from cimsplit.models import zoo
 from cimsplit.passes.placement.driver import place, problem_from_costs
@@ -68,14 +68,14 @@ def evaluate(name: str, int8: bool, host_model: HostModel, args: argparse.Namesp
     truth = operator_latencies(loaded.workload, profile)
     guess = operator_latencies(loaded.workload, predicted)
     types = {node.name: node.op_type for node in loaded.model.graph.node}
-    kept = int8_input_kept(loaded.model.graph, host_model.machine.get("machine"))
+    kernels = int8_kernels(loaded.model.graph, host_model.machine.get("machine"))
     errors, conv_errors, by_kind = [], [], {}
     for op in loaded.workload.operators:
         if truth[op.name] <= 0:
             continue  # ORT ran no kernel for it (folded or fused away): no percentage to take
         error = abs(guess[op.name] - truth[op.name]) / truth[op.name]
         errors.append(error)
-        kind = operator_kind(op, types, op.name in kept)
+        kind = operator_kind(op, types, kernels.get(op.name, ""))
         by_kind.setdefault(kind, [0.0, 0.0])
         by_kind[kind][0] += truth[op.name]
         by_kind[kind][1] += guess[op.name]

@@ -35,8 +35,17 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.host_model import INT8_PREFIX, S8_SUFFIX, HostModel, Sample, fit_samples, operator_features, operator_kind
-from cimsplit.compiler.qdq_kernels import int8_input_kept, onnxruntime_converts_int8_pairs
+from cimsplit.compiler.host_model import (
+    INT8_PREFIX,
+    KERNEL_SUFFIXES,
+    HostModel,
+    Sample,
+    fit_samples,
+    operator_features,
+    operator_kind,
+    plain_kind,
+)
+from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
 from cimsplit.errors import CimsplitError
 
 __all__ = ["GridPoint", "grid", "build_point", "measure_point", "calibrate", "SPATIAL", "gemm_key"]
@@ -122,7 +131,7 @@ def _element_points(op: str, rng: np.random.Generator) -> list[GridPoint]:
 
 def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
     """(M_v, N_v, N_mvm) of a GEMM point as im2col lowers it (None for element-wise points)."""
-    kind = point.kind.removeprefix(INT8_PREFIX).removesuffix(S8_SUFFIX)
+    kind = plain_kind(point.kind).removeprefix(INT8_PREFIX)
     if kind == "Conv":
         k, s = point.get("k"), point.get("s")
         return gemm_key(point.get("c_out"), point.get("c_in") * k * k, _out(point.get("h"), k, s) ** 2)
@@ -137,7 +146,8 @@ def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
 def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, int]] = ()) -> list[GridPoint]:
     """Every calibration point, in campaign order (deterministic for a seed).
 
-    ``int8`` adds the ``int8:`` kinds, and on x86 the ``-s8`` GEMM kinds whose int8 input stays int8.
+    ``int8`` adds the ``int8:`` kinds, and on x86 the GEMM kinds whose int8 input, output or both
+    stay int8 (``-s8in``, ``-s8out``, ``-s8``).
     """
     rng = np.random.default_rng(seed)
     excluded = set(held_out)
@@ -154,8 +164,9 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
         if int8:
             queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
             if kind in _WEIGHTS and onnxruntime_converts_int8_pairs():
-                queues.append((_WEIGHTS[kind], [GridPoint(INT8_PREFIX + p.kind + S8_SUFFIX, p.params, p.variant)
-                                                for p in order]))
+                for suffix in KERNEL_SUFFIXES:
+                    queues.append((_WEIGHTS[kind], [GridPoint(INT8_PREFIX + p.kind + suffix, p.params, p.variant)
+                                                    for p in order]))
     ordered: list[GridPoint] = []
     while any(points for _, points in queues):
         for weight, points in queues:
@@ -167,7 +178,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
 def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
     """The float model of ``point`` (input ``x``, output ``y``): one node, or a depthwise conv between two pointwise ones."""
     rng = np.random.default_rng(seed)
-    kind = point.kind.removeprefix(INT8_PREFIX).removesuffix(S8_SUFFIX)
+    kind = plain_kind(point.kind).removeprefix(INT8_PREFIX)
     inits: list[TensorProto] = []
 
     def const(name: str, array: np.ndarray) -> str:
@@ -259,8 +270,9 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
         from cimsplit.models.quantize import quantize_qdq
 
         model = quantize_qdq(model, seed=seed)
-        if point.kind.endswith(S8_SUFFIX):
-            model = _keep_input_int8(model)
+        kernel = point.kind.removeprefix(plain_kind(point.kind))
+        if kernel:
+            model = _keep_int8(model, inputs=kernel in ("-s8in", "-s8"), outputs=kernel in ("-s8out", "-s8"))
     with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
@@ -270,8 +282,8 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     level = str(getattr(profile, "level", "off"))
     base = point.kind.removeprefix(INT8_PREFIX)
-    kept = int8_input_kept(loaded.model.graph)
-    kinds = [(op, operator_kind(op, node_types, op.name in kept)) for op in loaded.workload.operators]
+    kernels = int8_kernels(loaded.model.graph)
+    kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""))) for op in loaded.workload.operators]
     # The quantizer leaves a lone element-wise op from a graph input in float (no Q/DQ around it);
     # that is the op's cost in an int8 model too, where its Q/DQ neighbours are charged to their producers.
     for op, kind in sorted(kinds, key=lambda item: item[1] != point.kind):
@@ -281,18 +293,22 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     raise RuntimeError(f"calibration point {point} yields operators {found}, not {point.kind}")
 
 
-def _keep_input_int8(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with a second DequantizeLinear of the measured operator's quantized input, written as an extra output.
+def _keep_int8(model: onnx.ModelProto, *, inputs: bool, outputs: bool) -> onnx.ModelProto:
+    """``model`` with a second DequantizeLinear of the measured operator's quantized input and/or output.
 
-    The input's QuantizeLinear then feeds two DQs, so onnxruntime keeps that pair
-    int8 and the operator runs its S8S8 kernel, as after a fork in a real model.
+    Each such QuantizeLinear then feeds two DQs (the new one is an extra graph
+    output), so onnxruntime keeps that pair int8, as after a fork in a real model.
     """
     graph = model.graph
     source = MEASURED_INPUT if any(MEASURED_INPUT in n.output for n in graph.node) else "x"
-    q = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == source)
-    graph.node.append(helper.make_node("DequantizeLinear", [q.output[0], *q.input[1:]], ["x_dequantized"],
-                                       name="calibration_fork"))
-    graph.output.append(helper.make_tensor_value_info("x_dequantized", TensorProto.FLOAT, None))
+    q_in = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == source)
+    dq_in = next(n for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] == q_in.output[0])
+    measured = next(n for n in graph.node if n.input and n.input[0] == dq_in.output[0])
+    q_out = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == measured.output[0])
+    for i, q in enumerate([q for q, wanted in ((q_in, inputs), (q_out, outputs)) if wanted]):
+        name = f"calibration_fork_{i}"
+        graph.node.append(helper.make_node("DequantizeLinear", [q.output[0], *q.input[1:]], [name], name=name))
+        graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
     return onnx.shape_inference.infer_shapes(model)
 
 

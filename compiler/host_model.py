@@ -6,10 +6,10 @@ model can then be compiled for that board without profiling it.  An
 operator's kind is its op type (``Conv`` split into ``Conv`` and
 ``Conv-depthwise``; ``Gemm`` and ``MatMul`` with a constant weight are
 ``Gemm``), prefixed ``int8:`` when quantize/dequantize nodes belong to it,
-and for a quantized Conv or Gemm whose int8 input onnxruntime keeps int8
-(an S8S8 kernel, several times slower than the U8S8 one it runs after
-converting the pair; :mod:`cimsplit.compiler.qdq_kernels`) suffixed ``-s8``:
-``int8:Conv-s8``.
+and for a quantized Conv or Gemm whose int8 input or output onnxruntime
+keeps int8 (kernels several times slower than the U8S8 one it runs after
+converting both pairs; :mod:`cimsplit.compiler.qdq_kernels`) suffixed
+``-s8in``, ``-s8out`` or ``-s8`` (both): ``int8:Conv-s8in``.
 Its descriptors come from the workload: M_v, N_v, N_mvm, the kernel size and
 the activation element counts N_in, N_out (``compiler/im2col.py``).  A fused
 activation (Relu, Clip, SiLU's Sigmoid and Mul) adds its element-wise kind's
@@ -52,7 +52,8 @@ __all__ = [
 FORMAT = "cimsplit-host-model"
 FORMAT_VERSION = 1
 INT8_PREFIX = "int8:"
-S8_SUFFIX = "-s8"
+KERNEL_SUFFIXES = ("-s8in", "-s8out", "-s8")
+"""Which int8 sides of a quantized Conv/Gemm onnxruntime keeps int8 (:func:`cimsplit.compiler.qdq_kernels.int8_kernels`)."""
 GEMM_FEATURES = ("m", "n", "n_mvm", "k", "n_in", "n_out")
 ELEMENT_FEATURES = ("n_in", "n_out")
 _QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
@@ -180,8 +181,15 @@ class KindFit:
 
 
 def is_gemm_kind(kind: str) -> bool:
-    base = kind.removeprefix(INT8_PREFIX).removesuffix(S8_SUFFIX)
-    return base in ("Conv", "Conv-depthwise", "Gemm")
+    return plain_kind(kind).removeprefix(INT8_PREFIX) in ("Conv", "Conv-depthwise", "Gemm")
+
+
+def plain_kind(kind: str) -> str:
+    """``kind`` without its kernel suffix (``int8:Conv-s8in`` -> ``int8:Conv``)."""
+    for suffix in KERNEL_SUFFIXES:
+        if kind.endswith(suffix):
+            return kind.removesuffix(suffix)
+    return kind
 
 
 def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None = None) -> KindFit | None:
@@ -222,10 +230,10 @@ def fit_samples(samples: Sequence[Sample]) -> dict[str, KindFit]:
     return {kind: fit for kind, fit in fits.items() if fit is not None}
 
 
-def operator_kind(op: Operator, node_types: Mapping[str, str], int8_input_kept: bool = False) -> str:
+def operator_kind(op: Operator, node_types: Mapping[str, str], kernel: str = "") -> str:
     """The calibration kind of a workload operator (see the module docstring).
 
-    ``int8_input_kept``: the operator's anchor reads an int8 tensor onnxruntime keeps int8.
+    ``kernel``: the anchor's entry in :func:`cimsplit.compiler.qdq_kernels.int8_kernels` (``""`` if none).
     """
     types = [node_types.get(node, "") for node in op.nodes]
     int8 = any(t in _QUANT_OPS or t.startswith("QLinear") for t in types)
@@ -237,7 +245,7 @@ def operator_kind(op: Operator, node_types: Mapping[str, str], int8_input_kept: 
         base = op.op_type
     if not int8:
         return base
-    return f"{INT8_PREFIX}{base}{S8_SUFFIX if int8_input_kept and op.m is not None else ''}"
+    return f"{INT8_PREFIX}{base}{kernel if op.m is not None else ''}"
 
 
 def operator_features(op: Operator) -> dict[str, float]:

@@ -17,9 +17,9 @@ from typing import Any, Protocol
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.host_model import INT8_PREFIX, S8_SUFFIX, HostModel, fused_activations, operator_features, operator_kind
+from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, fused_activations, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
-from cimsplit.compiler.qdq_kernels import int8_input_kept
+from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.compiler.workload import Workload
 from cimsplit.errors import CimsplitError
 
@@ -67,13 +67,13 @@ def check_host_model(host_model: HostModel) -> None:
 def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: HostModel) -> tuple[dict[str, float], dict[str, str]]:
     """T_host,v in ns for every operator whose kind is calibrated, and operator -> kind for those that are not."""
     node_types = {node.name: node.op_type for node in model.graph.node}
-    kept = int8_input_kept(model.graph, host_model.machine.get("machine"))
+    kernels = int8_kernels(model.graph, host_model.machine.get("machine"))
     latencies: dict[str, float] = {}
     missing: dict[str, str] = {}
     for op in workload.operators:
-        kind = operator_kind(op, node_types, op.name in kept)
-        if kind.endswith(S8_SUFFIX) and kind not in host_model.fits:
-            kind = kind.removesuffix(S8_SUFFIX)  # a calibration from before the S8S8 kinds, or of an ARM board
+        kind = operator_kind(op, node_types, kernels.get(op.name, ""))
+        if kind not in host_model.fits:
+            kind = plain_kind(kind)  # a calibration from before the kernel kinds
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""
         needed = [(kind, operator_features(op))]
         needed += [(prefix + act, {"n_in": float(max(op.n_out, 1)), "n_out": float(max(op.n_out, 1))})

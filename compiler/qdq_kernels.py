@@ -16,7 +16,10 @@ A Conv or Gemm whose int8 input pair stays int8 runs a kernel four to nine
 times slower per MAC than one whose pair is converted (ResNet-18 int8 on
 this machine: 22-47 ps/MAC against 5 ps/MAC), so the split cuts pairs the way
 onnxruntime converts them (:mod:`cimsplit.passes.rewrite.unsigned_cuts`) and
-the host model tells the two kernels apart (:func:`int8_input_kept`).
+the host model tells the kernels apart (:func:`int8_kernels`).  A kept
+output pair slows a kernel down too: onnxruntime does not fuse a quantized
+Conv whose uint8 input meets an int8 output (YOLOv5n's SiLU forks every
+conv output).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 import onnx
 from onnx import TensorProto, numpy_helper
 
-__all__ = ["QdqPair", "onnxruntime_converts_int8_pairs", "converted_pairs", "int8_input_kept"]
+__all__ = ["QdqPair", "onnxruntime_converts_int8_pairs", "converted_pairs", "int8_kernels"]
 
 _X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
 _STANDARD = ("", "ai.onnx")
@@ -91,21 +94,39 @@ def converted_pairs(graph: onnx.GraphProto) -> dict[str, QdqPair]:
     return pairs
 
 
-def int8_input_kept(graph: onnx.GraphProto, machine: str | None = None) -> frozenset[str]:
-    """Nodes whose data input (input 0) is dequantized from an int8 tensor that stays int8 under onnxruntime.
+_FUSED = frozenset({"Relu", "Clip", "LeakyRelu"})
+"""Activations onnxruntime folds into a quantized kernel between it and its output QuantizeLinear."""
 
-    On a machine where onnxruntime keeps int8 pairs (ARM) that is every node
-    fed by an int8 DequantizeLinear; on x86 those whose pair is not converted.
+
+def int8_kernels(graph: onnx.GraphProto, machine: str | None = None) -> dict[str, str]:
+    """Node -> which of its int8 sides onnxruntime keeps int8: ``-s8in``, ``-s8out`` or ``-s8`` (both).
+
+    The input side is the node's data input (input 0) when a DequantizeLinear
+    of an int8 activation makes it; the output side the QuantizeLinear that
+    quantizes its output (through a folded Relu/Clip).  A side is kept when
+    its pair is not converted (:func:`converted_pairs`; every pair on a
+    machine where onnxruntime keeps int8, ARM).  Nodes with neither side kept
+    are left out.
     """
     initializers = {t.name: t for t in graph.initializer}
     producers = {out: n for n in graph.node for out in n.output}
+    consumers = _edges(graph)
     pairs = converted_pairs(graph) if onnxruntime_converts_int8_pairs(machine) else {}
-    kept = set()
+
+    def int8_kept(q_or_dq: onnx.NodeProto, tensor: str) -> bool:
+        zero_point = initializers.get(q_or_dq.input[2]) if len(q_or_dq.input) > 2 else None
+        return zero_point is not None and zero_point.data_type == TensorProto.INT8 and tensor not in pairs
+
+    kernels = {}
     for node in graph.node:
         dq = producers.get(node.input[0]) if node.input else None
-        if dq is None or dq.op_type != "DequantizeLinear" or len(dq.input) < 3 or dq.input[0] in pairs:
-            continue
-        zero_point = initializers.get(dq.input[2])
-        if zero_point is not None and zero_point.data_type == TensorProto.INT8 and dq.input[0] not in initializers:
-            kept.add(node.name)
-    return frozenset(kept)
+        kept_in = (dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] not in initializers
+                   and int8_kept(dq, dq.input[0]))
+        out = node.output[0] if node.output else ""
+        readers = consumers.get(out, [])
+        while len(readers) == 1 and readers[0].op_type in _FUSED:
+            readers = consumers.get(readers[0].output[0], [])
+        kept_out = any(r.op_type == "QuantizeLinear" and int8_kept(r, r.output[0]) for r in readers)
+        if kept_in or kept_out:
+            kernels[node.name] = "-s8" if kept_in and kept_out else "-s8in" if kept_in else "-s8out"
+    return kernels

@@ -10,7 +10,7 @@ import pytest
 
 from cimsplit.compiler.calibration import ELEMENT_OPS, build_point, gemm_descriptors, grid
 from cimsplit.compiler.frontend import load
-from cimsplit.compiler.host_model import operator_features, operator_kind
+from cimsplit.compiler.host_model import operator_features, operator_kind, plain_kind
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 
 ZOO_SHAPES = Path(__file__).with_name("zoo_gemm_shapes.json")
@@ -26,14 +26,15 @@ def test_grid_is_deterministic() -> None:
     assert grid(seed=1) != grid()
     # int8 doubles the grid, and on x86 adds the GEMM kinds whose int8 input stays int8 (S8S8 kernels).
     gemm_points = sum(p.kind in ("Conv", "Conv-depthwise", "Gemm") for p in grid())
-    assert len(grid(int8=True)) == 2 * len(grid()) + (gemm_points if onnxruntime_converts_int8_pairs() else 0)
+    assert len(grid(int8=True)) == 2 * len(grid()) + (3 * gemm_points if onnxruntime_converts_int8_pairs() else 0)
 
 
 def test_every_kind_comes_early() -> None:
     kinds = {"Conv", "Conv-depthwise", "Gemm", *ELEMENT_OPS}
     first = grid()[: 4 * len(kinds)]
     assert {p.kind for p in first} == kinds
-    s8 = {f"int8:{k}-s8" for k in ("Conv", "Conv-depthwise", "Gemm")} if onnxruntime_converts_int8_pairs() else set()
+    s8 = {f"int8:{k}{suffix}" for k in ("Conv", "Conv-depthwise", "Gemm") for suffix in ("-s8in", "-s8out", "-s8")
+          if onnxruntime_converts_int8_pairs()}
     assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == kinds | {f"int8:{k}" for k in kinds} | s8
 
 
@@ -81,5 +82,5 @@ def test_zoo_shape_fixture_is_current(tmp_path: Path) -> None:
 def test_int8_points_have_the_descriptors_of_their_float_twins() -> None:
     float_points, int8_points = grid(), [p for p in grid(int8=True) if p.kind.startswith("int8:")]
     twins = {(p.kind, p.params, p.variant): gemm_descriptors(p) for p in float_points}
-    assert all(gemm_descriptors(p) == twins[(p.kind.removeprefix("int8:").removesuffix("-s8"), p.params, p.variant)] for p in int8_points)
+    assert all(gemm_descriptors(p) == twins[(plain_kind(p.kind).removeprefix("int8:"), p.params, p.variant)] for p in int8_points)
     assert any(gemm_descriptors(p) is not None for p in int8_points)

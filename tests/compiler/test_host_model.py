@@ -72,7 +72,7 @@ def _op(m: int | None, n: int | None, n_mvm: int | None, weight: tuple[int, ...]
 def test_s8_kinds_are_gemm_kinds() -> None:
     from cimsplit.compiler.host_model import is_gemm_kind
 
-    assert is_gemm_kind("int8:Conv-s8") and is_gemm_kind("int8:Gemm-s8") and not is_gemm_kind("int8:Add")
+    assert is_gemm_kind("int8:Conv-s8") and is_gemm_kind("int8:Gemm-s8out") and not is_gemm_kind("int8:Add")
 
 
 def test_operator_kinds() -> None:
@@ -81,8 +81,8 @@ def test_operator_kinds() -> None:
     # depthwise: C = 32 groups of one channel, N_mvm = H W g = 14*14*32, N_out = 32*14*14
     assert operator_kind(_op(32, 9, 14 * 14 * 32, (32, 1, 3, 3), 32 * 196), types) == "Conv-depthwise"
     assert operator_kind(_op(32, 9, 14 * 14 * 32, (32, 1, 3, 3), 32 * 196, ("a", "q", "r")), types) == "int8:Conv-depthwise"
-    assert operator_kind(_op(32, 9, 14 * 14 * 32, (32, 1, 3, 3), 32 * 196, ("a", "q", "r")), types, True) == "int8:Conv-depthwise-s8"
-    assert operator_kind(_op(32, 9, 14 * 14 * 32, (32, 1, 3, 3), 32 * 196), types, True) == "Conv-depthwise"  # float: no kernel choice
+    assert operator_kind(_op(32, 9, 14 * 14 * 32, (32, 1, 3, 3), 32 * 196, ("a", "q", "r")), types, "-s8in") == "int8:Conv-depthwise-s8in"
+    assert operator_kind(_op(32, 9, 14 * 14 * 32, (32, 1, 3, 3), 32 * 196), types, "-s8in") == "Conv-depthwise"  # float: no kernel choice
     assert operator_kind(_op(1000, 512, 1, (512, 1000), 1000, op_type="Gemm"), {"a": "Gemm"}) == "Gemm"
     assert operator_kind(_op(None, None, None, None, 100, op_type="MaxPool"), {"a": "MaxPool"}) == "MaxPool"
 

@@ -7,7 +7,7 @@ import pytest
 from graphs import qdq_fork
 
 from cimsplit.compiler.calibration import GridPoint, measure_point
-from cimsplit.compiler.qdq_kernels import converted_pairs, int8_input_kept, onnxruntime_converts_int8_pairs
+from cimsplit.compiler.qdq_kernels import converted_pairs, int8_kernels, onnxruntime_converts_int8_pairs
 
 
 def test_pairs_converted_as_onnxruntime_does() -> None:
@@ -19,19 +19,21 @@ def test_pairs_converted_as_onnxruntime_does() -> None:
     assert converted_pairs(qdq_fork(np.uint8).graph) == {}  # uint8 pairs are uint8 already
 
 
-def test_kernels_that_keep_an_int8_input() -> None:
+def test_kernels_that_keep_an_int8_side() -> None:
     graph = qdq_fork(np.int8).graph
-    # x86: b and c read da, dequantized from the int8 qa that stays int8; a reads the converted qx.
-    assert int8_input_kept(graph, "x86_64") == {"b", "c"}
-    # ARM keeps every pair int8: every node fed by an activation DQ (the weights' DQs do not count).
-    assert int8_input_kept(graph, "aarch64") == {"a", "b", "c"}
-    assert int8_input_kept(qdq_fork(np.uint8).graph, "x86_64") == frozenset()
+    # x86: a reads the converted qx and writes qa, which stays int8; b and c read da, dequantized from qa,
+    # and write qb and qc, which are converted.
+    assert int8_kernels(graph, "x86_64") == {"a": "-s8out", "b": "-s8in", "c": "-s8in"}
+    # ARM keeps every pair int8: both sides of every node between Q/DQ pairs (the weights' DQs do not count).
+    assert int8_kernels(graph, "aarch64") == {"a": "-s8", "b": "-s8", "c": "-s8"}
+    assert int8_kernels(qdq_fork(np.uint8).graph, "x86_64") == {}
 
 
 @pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxruntime keeps int8 pairs on this machine (not x86)")
-def test_an_s8_calibration_point_measures_the_kernel_that_keeps_its_input_int8() -> None:
+@pytest.mark.parametrize("kind", ["int8:Conv-s8in", "int8:Conv-s8out", "int8:Conv-s8"])
+def test_a_kernel_calibration_point_measures_the_kernel_its_kind_names(kind) -> None:
     params = (("c_in", 16), ("c_out", 16), ("h", 10), ("k", 3), ("s", 1))
-    sample, _ = measure_point(GridPoint("int8:Conv-s8", params), threads=1, runs=1, warmup=0)
-    assert sample.kind == "int8:Conv-s8"
+    sample, _ = measure_point(GridPoint(kind, params), threads=1, runs=1, warmup=0)
+    assert sample.kind == kind
     # 16 x 144 x 100 (M_v, N_v, N_mvm), as its uint8 twin
     assert (sample.features["m"], sample.features["n"], sample.features["n_mvm"]) == (16, 144, 100)
