@@ -20,7 +20,8 @@ so the host works on one input while the CIM works on another (throughput).
 latency (median of N) beside the modeled one (the plan's schedule replayed
 for one frame alone: the makespan of a latency plan), ``--stream`` the
 steady-state period (the spacing of finishes, the first and last tenth of the
-frames left out, see :attr:`cimsplit.runtime.timed.TimedRun.period_ns`) beside the
+frames left out, see :attr:`cimsplit.runtime.timed.TimedRun.period_ns`; after
+an untimed warm-up pass of the stream) beside the
 plan's ``period_ns``, each with the ratio measured/modeled, and the stream's
 outputs are compared frame by frame with the single-frame outputs.
 ``--report FILE.json`` writes those figures (keys for what was run).
@@ -312,6 +313,7 @@ def _ratio(measured: float, modeled: float | None) -> str:
 
 def _timed_latency(session, feeds: dict[str, np.ndarray], repeat: int) -> dict[str, float]:
     """``repeat`` frames one at a time with the CIM emulated: the median latency beside the modeled one."""
+    session.measure_latency(feeds)  # warm-up: each host piece's first run allocates
     latencies = sorted(session.measure_latency(feeds).latencies_ns[0] for _ in range(repeat))
     median = float(np.median(latencies))
     modeled = session.timeline.makespan_ns  # the plan's schedule replayed for one frame alone
@@ -324,7 +326,7 @@ def _timed_latency(session, feeds: dict[str, np.ndarray], repeat: int) -> dict[s
 
 def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.ndarray], frames: int) -> dict[str, float | None]:
     """A stream of ``frames`` with the CIM emulated: frames/s and the steady-state period beside the plan's."""
-    run = session.measure_stream([feeds] * frames)
+    run = session.measure_stream([feeds] * frames, warm_up=True)
     modeled = session.manifest.plan.period_ns
     measured = run.period_ns if frames > 1 else run.wall_ns
     print(f"streamed (modeled CIM timing): {frames} frames, {session.frames_in_flight} in flight, "

@@ -266,16 +266,31 @@ class Session:
         return {t: outputs[t] for t in part.outputs}
 
     # ------------------------------------------------------------------- timed
-    def measure_latency(self, feeds: Mapping[str, np.ndarray]) -> TimedRun:
-        """One frame with the CIM and bus emulated, as the latency plan schedules it (``run --repeat``)."""
-        return self._executor("latency").run([self.check_feeds(feeds)])
+    def measure_latency(self, feeds: Mapping[str, np.ndarray], warm_up: bool = False) -> TimedRun:
+        """One frame with the CIM and bus emulated, as the latency plan schedules it (``run --repeat``).
 
-    def measure_stream(self, stream: Sequence[Mapping[str, np.ndarray]]) -> TimedRun:
-        """A stream with the CIM and bus emulated, on the plan's periodic schedule (``run --stream``)."""
+        ``warm_up``: run it once untimed first (the first run of each host piece allocates).
+        """
+        checked = self.check_feeds(feeds)
+        if warm_up:
+            self._executor("latency").run([checked])
+        return self._executor("latency").run([checked])
+
+    def measure_stream(self, stream: Sequence[Mapping[str, np.ndarray]], warm_up: bool = False) -> TimedRun:
+        """A stream with the CIM and bus emulated, on the plan's periodic schedule (``run --stream``).
+
+        ``warm_up``: run the stream once untimed first, so that onnxruntime's
+        arena has grown to hold the tensors of ``frames_in_flight`` frames (with
+        tens of frames in flight, a first stream spends much of its time
+        faulting in fresh memory, which a steady stream does not).
+        """
         checked: dict[int, dict[str, np.ndarray]] = {}
         for feeds in stream:  # a frame repeated keeps its identity: its values are computed once
             checked.setdefault(id(feeds), self.check_feeds(feeds))
-        return self._executor("stream").run([checked[id(feeds)] for feeds in stream])
+        frames = [checked[id(feeds)] for feeds in stream]
+        if warm_up:
+            self._executor("stream").run(frames)
+        return self._executor("stream").run(frames)
 
     @property
     def frames_in_flight(self) -> int:
