@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="calibration JSON to write")
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="ORT intra-op threads (default 1)")
-    parser.add_argument("--int8", action="store_true", help="also calibrate int8 QDQ operators (half the budget)")
+    parser.add_argument("--int8", action="store_true", help="also calibrate int8 QDQ operators, with their kernel variants (most of the budget)")
     parser.add_argument("--budget-s", type=float, default=300.0, metavar="SECONDS", help="time budget (default 300)")
     parser.add_argument("--runs", type=int, default=5, metavar="N", help="recorded runs per point (default 5)")
     parser.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up runs per point (default 2)")

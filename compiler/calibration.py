@@ -35,6 +35,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from cimsplit.compiler.fusion import ACTIVATIONS
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
     KERNEL_SUFFIXES,
@@ -72,6 +73,8 @@ ELEMENT_OPS = (
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, "Gemm": 1}
 DEPTHWISE_NEIGHBOUR = 8
 """Channels on the far side of the pointwise convs around a depthwise point (few, so they cost little)."""
+SECOND_INPUT = "x2"
+"""The second operand of a binary or Concat point, a graph input shaped like ``x``."""
 MEASURED_INPUT = "x_measured"
 """The measured operator's input when it is not the graph input ``x``."""
 _OPSET = 17
@@ -146,7 +149,7 @@ def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
 def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, int]] = ()) -> list[GridPoint]:
     """Every calibration point, in campaign order (deterministic for a seed).
 
-    ``int8`` adds the ``int8:`` kinds, and on x86 the GEMM kinds whose int8 input, output or both
+    ``int8`` adds the ``int8:`` kinds, and on x86 their variants whose int8 input, output or both
     stay int8 (``-s8in``, ``-s8out``, ``-s8``).
     """
     rng = np.random.default_rng(seed)
@@ -163,9 +166,9 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
         queues.append((_WEIGHTS.get(kind, 1), order))
         if int8:
             queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
-            if kind in _WEIGHTS and onnxruntime_converts_int8_pairs():
+            if onnxruntime_converts_int8_pairs():
                 for suffix in KERNEL_SUFFIXES:
-                    queues.append((_WEIGHTS[kind], [GridPoint(INT8_PREFIX + p.kind + suffix, p.params, p.variant)
+                    queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind + suffix, p.params, p.variant)
                                                     for p in order]))
     ordered: list[GridPoint] = []
     while any(points for _, points in queues):
@@ -189,6 +192,7 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
         return (rng.standard_normal(shape) / math.sqrt(max(1, math.prod(shape[1:])))).astype(np.float32)
 
     outputs = ["y"]
+    x2_shape: list[int] = []
     if kind == "Conv":
         h, k, s = point.get("h"), point.get("k"), point.get("s")
         c_in, c_out = point.get("c_in"), point.get("c_out")
@@ -214,10 +218,21 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                                   transB=1)]
     else:
         c, h = point.get("c"), point.get("h")
-        x_shape = [1, c, h, h]
-        nodes, outputs = _element_nodes(kind, point.variant, c, h, const)
+        x_shape = x2_shape = [1, c, h, h]
+        if point.kind.startswith(INT8_PREFIX) and kind not in ACTIVATIONS:
+            # After a conv, as in a network: the quantizer leaves an op that reads the float graph
+            # input unquantized.  (An activation after a conv would fuse into it, so it reads x.)
+            x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
+            nodes = [helper.make_node("Conv", ["x", const("w_in", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
+                                      kernel_shape=[1, 1])]
+            more, outputs = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT)
+            nodes += more
+        else:
+            nodes, outputs = _element_nodes(kind, point.variant, c, h, const, "x")
+    shapes = {"x": x_shape, SECOND_INPUT: x2_shape}
+    inputs = [name for name in ("x", SECOND_INPUT) if any(name in node.input for node in nodes)]
     graph = helper.make_graph(
-        nodes, f"calibration_{kind}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        nodes, f"calibration_{kind}", [helper.make_tensor_value_info(name, TensorProto.FLOAT, shapes[name]) for name in inputs],
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs], initializer=inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="cimsplit-calibrate")
@@ -225,38 +240,41 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model)
 
 
-def _element_nodes(kind: str, variant: int, c: int, h: int,
-                   const: Callable[[str, np.ndarray], str]) -> tuple[list[onnx.NodeProto], list[str]]:
+def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str, np.ndarray], str],
+                   x: str) -> tuple[list[onnx.NodeProto], list[str]]:
+    """The nodes of an element-wise point reading ``x`` (and the graph input ``x2`` when binary)."""
     make = helper.make_node
     unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "GlobalAveragePool", "Softmax"}
     if kind in unary:
-        return [make(kind, ["x"], ["y"], **({"axis": 1} if kind == "Softmax" else {}))], ["y"]
+        return [make(kind, [x], ["y"], **({"axis": 1} if kind == "Softmax" else {}))], ["y"]
+    # Two operands of their own, as in a network: one tensor read twice would give its int8
+    # DequantizeLinear two readers, which onnxruntime duplicates, keeping the pair int8.
     if kind in ("Add", "Mul", "Sub", "Div"):
-        return [make(kind, ["x", "x"], ["y"])], ["y"]
+        return [make(kind, [x, SECOND_INPUT], ["y"])], ["y"]
     if kind == "Clip":
-        return [make("Clip", ["x", const("lo", np.float32(0)), const("hi", np.float32(6))], ["y"])], ["y"]
+        return [make("Clip", [x, const("lo", np.float32(0)), const("hi", np.float32(6))], ["y"])], ["y"]
     if kind == "Pow":
-        return [make("Pow", ["x", const("e", np.float32(2))], ["y"])], ["y"]
+        return [make("Pow", [x, const("e", np.float32(2))], ["y"])], ["y"]
     if kind == "MaxPool":
         k, s = (3, 2) if variant == 0 else (5, 1)
-        return [make("MaxPool", ["x"], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)], ["y"]
+        return [make("MaxPool", [x], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)], ["y"]
     if kind == "AveragePool":
-        return [make("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], ["y"]
+        return [make("AveragePool", [x], ["y"], kernel_shape=[2, 2], strides=[2, 2])], ["y"]
     if kind == "Flatten":
-        return [make("Flatten", ["x"], ["y"], axis=1)], ["y"]
+        return [make("Flatten", [x], ["y"], axis=1)], ["y"]
     if kind == "Reshape":
-        return [make("Reshape", ["x", const("shape", np.array([1, c, h * h], np.int64))], ["y"])], ["y"]
+        return [make("Reshape", [x, const("shape", np.array([1, c, h * h], np.int64))], ["y"])], ["y"]
     if kind == "Transpose":
-        return [make("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])], ["y"]
+        return [make("Transpose", [x], ["y"], perm=[0, 2, 3, 1])], ["y"]
     if kind == "Concat":
-        return [make("Concat", ["x", "x"], ["y"], axis=1)], ["y"]
+        return [make("Concat", [x, SECOND_INPUT], ["y"], axis=1)], ["y"]
     if kind == "Split":
-        return [make("Split", ["x", const("split", np.array([c // 2, c - c // 2], np.int64))], ["y", "z"], axis=1)], ["y", "z"]
+        return [make("Split", [x, const("split", np.array([c // 2, c - c // 2], np.int64))], ["y", "z"], axis=1)], ["y", "z"]
     if kind == "Slice":
-        return [make("Slice", ["x", const("starts", np.array([0], np.int64)), const("ends", np.array([c // 2], np.int64)),
+        return [make("Slice", [x, const("starts", np.array([0], np.int64)), const("ends", np.array([c // 2], np.int64)),
                                const("axes", np.array([1], np.int64))], ["y"])], ["y"]
     if kind == "Resize":
-        return [make("Resize", ["x", "", const("scales", np.array([1, 1, 2, 2], np.float32))], ["y"], mode="nearest")], ["y"]
+        return [make("Resize", [x, "", const("scales", np.array([1, 1, 2, 2], np.float32))], ["y"], mode="nearest")], ["y"]
     raise ValueError(f"no calibration model for {kind}")
 
 
@@ -301,10 +319,16 @@ def _keep_int8(model: onnx.ModelProto, *, inputs: bool, outputs: bool) -> onnx.M
     """
     graph = model.graph
     source = MEASURED_INPUT if any(MEASURED_INPUT in n.output for n in graph.node) else "x"
-    q_in = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == source)
-    dq_in = next(n for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] == q_in.output[0])
-    measured = next(n for n in graph.node if n.input and n.input[0] == dq_in.output[0])
-    q_out = next(n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] == measured.output[0])
+    def find(test: Callable[[onnx.NodeProto], bool], what: str) -> onnx.NodeProto:
+        found = next((n for n in graph.node if test(n)), None)
+        if found is None:  # the quantizer left that side in float: no such kernel to measure
+            raise RuntimeError(f"the quantized calibration model has no {what}")
+        return found
+
+    q_in = find(lambda n: n.op_type == "QuantizeLinear" and n.input[0] == source, "QuantizeLinear of its input")
+    dq_in = find(lambda n: n.op_type == "DequantizeLinear" and n.input[0] == q_in.output[0], "DequantizeLinear of its input")
+    measured = find(lambda n: bool(n.input) and n.input[0] == dq_in.output[0], "operator after its input's DequantizeLinear")
+    q_out = find(lambda n: n.op_type == "QuantizeLinear" and n.input[0] == measured.output[0], "QuantizeLinear of its output")
     for i, q in enumerate([q for q, wanted in ((q_in, inputs), (q_out, outputs)) if wanted]):
         name = f"calibration_fork_{i}"
         graph.node.append(helper.make_node("DequantizeLinear", [q.output[0], *q.input[1:]], [name], name=name))

@@ -6,10 +6,10 @@ model can then be compiled for that board without profiling it.  An
 operator's kind is its op type (``Conv`` split into ``Conv`` and
 ``Conv-depthwise``; ``Gemm`` and ``MatMul`` with a constant weight are
 ``Gemm``), prefixed ``int8:`` when quantize/dequantize nodes belong to it,
-and for a quantized Conv or Gemm whose int8 input or output onnxruntime
-keeps int8 (kernels several times slower than the U8S8 one it runs after
-converting both pairs; :mod:`cimsplit.compiler.qdq_kernels`) suffixed
-``-s8in``, ``-s8out`` or ``-s8`` (both): ``int8:Conv-s8in``.
+and for a quantized operator whose int8 input or output onnxruntime keeps
+int8 (a Conv's kernel is then several times slower than the U8S8 one it runs
+after converting both pairs; :mod:`cimsplit.compiler.qdq_kernels`) suffixed
+``-s8in``, ``-s8out`` or ``-s8`` (both): ``int8:Conv-s8in``, ``int8:MaxPool-s8in``.
 Its descriptors come from the workload: M_v, N_v, N_mvm, the kernel size and
 the activation element counts N_in, N_out (``compiler/im2col.py``).  A fused
 activation (Relu, Clip, SiLU's Sigmoid and Mul) adds its element-wise kind's
@@ -245,7 +245,7 @@ def operator_kind(op: Operator, node_types: Mapping[str, str], kernel: str = "")
         base = op.op_type
     if not int8:
         return base
-    return f"{INT8_PREFIX}{base}{kernel if op.m is not None else ''}"
+    return f"{INT8_PREFIX}{base}{kernel}"
 
 
 def operator_features(op: Operator) -> dict[str, float]:

@@ -49,19 +49,18 @@ def quantization_label(activations: str = "int8", per_channel: bool = True) -> s
     return f"{'U8' if activations == 'uint8' else 'S8'}S8 {'per-channel' if per_channel else 'per-tensor'}"
 
 
-def _input_shape(model: onnx.ModelProto) -> tuple[str, tuple[int, ...]]:
-    """Name and concrete shape of the single image input (a symbolic batch becomes 1)."""
-    (value,) = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
-    dims = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in value.type.tensor_type.shape.dim)
-    return value.name, dims
+def _input_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Name -> concrete shape of every graph input (a symbolic batch becomes 1), in graph order."""
+    weights = {t.name for t in model.graph.initializer}
+    return {value.name: tuple(d.dim_value if d.HasField("dim_value") else 1 for d in value.type.tensor_type.shape.dim)
+            for value in model.graph.input if value.name not in weights}
 
 
 class SeededImageReader(CalibrationDataReader):
-    """Yields ``samples`` seeded N(0, 1) images of ``shape``, then None; ``rewind`` restarts."""
+    """Yields ``samples`` seeded N(0, 1) feeds (one array per input of ``shapes``), then None; ``rewind`` restarts."""
 
-    def __init__(self, input_name: str, shape: tuple[int, ...], samples: int = CALIBRATION_SAMPLES, seed: int = 0) -> None:
-        self.input_name = input_name
-        self.shape = shape
+    def __init__(self, shapes: dict[str, tuple[int, ...]], samples: int = CALIBRATION_SAMPLES, seed: int = 0) -> None:
+        self.shapes = shapes
         self.samples = samples
         self.seed = seed
         self.rewind()
@@ -74,7 +73,7 @@ class SeededImageReader(CalibrationDataReader):
         if self._left <= 0:
             return None
         self._left -= 1
-        return {self.input_name: self._rng.standard_normal(self.shape).astype(np.float32)}
+        return {name: self._rng.standard_normal(shape).astype(np.float32) for name, shape in self.shapes.items()}
 
 
 def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATION_SAMPLES,
@@ -86,7 +85,7 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
     """
     if activations not in ACTIVATION_TYPES:
         raise ValueError(f"activations must be one of {sorted(ACTIVATION_TYPES)}, not {activations!r}")
-    input_name, shape = _input_shape(model)
+    shapes = _input_shapes(model)
     with tempfile.TemporaryDirectory(prefix="cimsplit-quant-") as tmp:
         float_path = Path(tmp) / "float.onnx"
         prep_path = Path(tmp) / "prep.onnx"
@@ -101,7 +100,7 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
         quantize_static(
             str(prep_path),
             str(int8_path),
-            SeededImageReader(input_name, shape, samples, seed),
+            SeededImageReader(shapes, samples, seed),
             quant_format=QuantFormat.QDQ,
             per_channel=per_channel,
             weight_type=QuantType.QInt8,

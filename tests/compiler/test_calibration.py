@@ -24,17 +24,16 @@ def test_grid_is_deterministic() -> None:
     assert grid() == grid()
     assert grid(int8=True) == grid(int8=True)
     assert grid(seed=1) != grid()
-    # int8 doubles the grid, and on x86 adds the GEMM kinds whose int8 input stays int8 (S8S8 kernels).
-    gemm_points = sum(p.kind in ("Conv", "Conv-depthwise", "Gemm") for p in grid())
-    assert len(grid(int8=True)) == 2 * len(grid()) + (3 * gemm_points if onnxruntime_converts_int8_pairs() else 0)
+    # int8 doubles the grid, and on x86 adds each int8 kind's three kernel variants (an int8 input,
+    # output or both kept int8).
+    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * len(grid())
 
 
 def test_every_kind_comes_early() -> None:
     kinds = {"Conv", "Conv-depthwise", "Gemm", *ELEMENT_OPS}
     first = grid()[: 4 * len(kinds)]
     assert {p.kind for p in first} == kinds
-    s8 = {f"int8:{k}{suffix}" for k in ("Conv", "Conv-depthwise", "Gemm") for suffix in ("-s8in", "-s8out", "-s8")
-          if onnxruntime_converts_int8_pairs()}
+    s8 = {f"int8:{k}{suffix}" for k in kinds for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
     assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == kinds | {f"int8:{k}" for k in kinds} | s8
 
 
