@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import platform
 from dataclasses import dataclass, field
@@ -105,8 +106,9 @@ class HostProfile:
 
     @property
     def sum_of_medians_ns(self) -> float:
-        """Sum of per-node medians: the CPU-only latency the ILP sees."""
-        return sum(float(stats["median_ns"]) for stats in self.nodes.values())
+        """Sum of per-node medians: the CPU-only latency the ILP sees (``fsum``: the same whatever the nodes' order,
+        so a profile read back from its cache reports the figures it was saved with)."""
+        return math.fsum(float(stats["median_ns"]) for stats in self.nodes.values())
 
     @property
     def whole_model_ns(self) -> float | None:

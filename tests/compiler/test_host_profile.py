@@ -127,6 +127,16 @@ def test_save_is_deterministic_and_load_round_trips(profile, tmp_path):
     assert (oct(first.stat().st_mode & 0o777)) == oct(0o644)
 
 
+def test_the_sum_of_medians_does_not_depend_on_the_nodes_order(profile):
+    """Saved with sorted keys, a profile comes back in another order; 0.1 + 0.2 + 0.3 summed left to right
+    gives 0.6000000000000001 one way and 0.6 the other, so the sum must not be a left-to-right one."""
+    medians = {"a": 0.1, "b": 0.2, "c": 0.3}
+    forward = {name: {"median_ns": v, "p10_ns": v, "p90_ns": v} for name, v in medians.items()}
+    backward = dict(reversed(list(forward.items())))
+    sums = {replace(profile, nodes=nodes).sum_of_medians_ns for nodes in (forward, backward)}
+    assert sums == {0.6}
+
+
 def test_bad_profile_files_are_refused(profile, tmp_path):
     path = tmp_path / "p.json"
     path.write_text("conv 12us\n")
