@@ -8,7 +8,7 @@ happens there, once.  Library code only ever sees those values:
                                                  -> :class:`~cimsplit.compiler.frontend.ModelSpec`
 ``HardwareArgs``  ``--hw``, overrides, profile   -> :class:`~cimsplit.compiler.hardware.Hardware`
                   (``--paper-exact``, ``--op-latency`` -> :meth:`HardwareArgs.compile_options`)
-``SolverArgs``    ``--solver``, ``--time-limit``, ``--mip-gap``, ``--plain``, ``--verbose``
+``SolverArgs``    ``--solver``, ``--time-limit``, ``--mip-gap``, ``--plain``, ``--slicing``, ``--verbose``
                   (``stream=True``: ``--objective``, ``--max-latency``, ``--frames-in-flight``)
                                                  -> :class:`~cimsplit.passes.placement.options.SolveOptions`
 ``OutputArgs``    ``-o``, ``--force``            -> :class:`OutputSpec`
@@ -125,6 +125,11 @@ class SolverArgs:
         group.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS", help=self.time_limit_help)
         group.add_argument("--mip-gap", type=float, default=None, metavar="GAP", help="relative MIP gap to stop at")
         group.add_argument("--plain", action="store_true", help="the paper's plain formulation, without cuts or tightenings")
+        group.add_argument("--slicing", default="auto", metavar="off|ks|ofm|all",
+                           help="split Conv/Gemm/MatMul operators between the CIM and the host (TSO): by output "
+                                "channels (ks), output rows (ofm) or either (all); default auto: all when the "
+                                "crossbar budget binds (the whole-operator optimum leaves on the host an operator "
+                                "faster on the CIM that does not fit), else off")
         if self.verbose:
             group.add_argument("--verbose", action="store_true", help="show solver output")
         if self.stream:
@@ -152,6 +157,11 @@ class SolverArgs:
             raise CimsplitError(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
         if args.mip_gap is not None and not (math.isfinite(args.mip_gap) and 0 <= args.mip_gap < 1):
             raise CimsplitError(f"--mip-gap must be in [0, 1), got {args.mip_gap:g}")
+        from cimsplit.passes.placement.options import SLICING_CHOICES
+
+        slicing = getattr(args, "slicing", "auto")
+        if slicing not in SLICING_CHOICES:
+            raise CimsplitError(f"unknown slicing {slicing!r}", hint=f"--slicing takes one of {', '.join(SLICING_CHOICES)}")
         if args.solver == "gurobi":
             from cimsplit.passes.placement.solvers.gurobi import import_gurobipy
 
@@ -159,7 +169,7 @@ class SolverArgs:
         objective, max_latency_ns, frames = SolverArgs._stream_flags(args)
         return SolveOptions(solver=args.solver, time_limit_s=args.time_limit, mip_gap=args.mip_gap, plain=args.plain,
                             verbose=bool(getattr(args, "verbose", False)), objective=objective,
-                            max_latency_ns=max_latency_ns, frames_in_flight=frames)
+                            max_latency_ns=max_latency_ns, frames_in_flight=frames, slicing=slicing)
 
     @staticmethod
     def max_latencies(args: argparse.Namespace) -> tuple[float, ...]:

@@ -123,6 +123,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         image_size=args.image_size, int8=args.int8 or (args.paper and not args.float), solver=solve.solver,
         time_limit_s=solve.time_limit_s, mip_gap=solve.mip_gap, plain=solve.plain, paper_exact=args.paper_exact,
         objective=solve.objective, max_latencies_ns=SolverArgs.max_latencies(args), frames_in_flight=solve.frames_in_flight,
+        slicing=solve.slicing,
     )
 
 

@@ -35,6 +35,7 @@ from cimsplit.compiler.host_prediction import host_costs
 from cimsplit.compiler.host_profile import HostProfile
 from cimsplit.compiler.opaque import opaque_latencies
 from cimsplit.compiler.profile_cache import host_profile_for
+from cimsplit.compiler.slicing import slice_costs
 from cimsplit.compiler.workload import Workload
 from cimsplit.errors import CimsplitError
 from cimsplit.passes.emit.artifacts import CompileArtifacts
@@ -46,8 +47,11 @@ from cimsplit.passes.placement.explain import Explanation, critical_operators, e
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult
+from cimsplit.passes.placement.sliced_place import slicing_kinds
+from cimsplit.passes.placement.slicing import expanded_view
 from cimsplit.passes.placement.validate import validate
 from cimsplit.passes.rewrite.annotate import annotate, complete_placements, placements_from_schedule
+from cimsplit.passes.rewrite.slicing import slice_model
 from cimsplit.passes.rewrite.split import SplitResult, split
 
 __all__ = [
@@ -203,7 +207,10 @@ def _costs(spec: ModelSpec, hardware: Hardware, options: CompileOptions) -> Stag
         profile, warnings = opaque_latencies(profile, loaded.model, options.op_latencies)
         warnings = (*predicted_warnings, *warnings)
         costs = build_costs(loaded.workload, hardware, profile, paper_exact=options.paper_exact)
-        return CostedModel(spec, hardware, loaded, profile, costs, problem_from_costs(loaded.workload, costs), warnings)
+        slices = slice_costs(loaded.model, loaded.workload, costs, slicing_kinds(options.solve.slicing),
+                             paper_exact=options.paper_exact)
+        problem = problem_from_costs(loaded.workload, costs, slices)
+        return CostedModel(spec, hardware, loaded, profile, costs, problem, warnings)
 
     return Stage("costs", run)
 
@@ -225,8 +232,8 @@ def _placement(options: CompileOptions) -> Stage:
     def check(placed: PlacedModel) -> None:
         """The independent validator: budget, forced host placement, re-timed makespan (DESIGN §4)."""
         schedule = placed.result.schedule
-        validate(placed.result.problem, schedule.on_host, start_ns=schedule.start_ns,
-                 objective_ns=schedule.makespan_ns, source="placement")
+        validate(placed.result.problem, schedule.on_host, start_ns=(schedule.parts or schedule).start_ns,
+                 objective_ns=schedule.makespan_ns, source="placement", slicing=schedule.slicing)
 
     return Stage("placement", run, check)
 
@@ -234,6 +241,9 @@ def _placement(options: CompileOptions) -> Stage:
 def explain_placement(workload: Workload, result: PlacementResult, options: SolveOptions,
                       operators: Sequence[str] | None = None) -> Explanation:
     """Every forced move and the budget curve of ``result``, solved with ``options`` (``operators``: only those)."""
+    if result.sliced:
+        raise CimsplitError("explain covers whole-operator placements only; this one slices operators",
+                            hint="pass --slicing off")
     not_capable = {op.name: op.reason or "not CIM-capable" for op in workload.operators if not op.cim_capable}
     return explain_plan(result, lambda problem: place(problem, options), operators=operators, not_capable=not_capable)
 
@@ -248,11 +258,15 @@ def _explain(options: CompileOptions) -> Stage:
 def _annotate(placed: PlacedModel) -> _Annotated:
     if list(placed.result.problem.names) != [op.name for op in placed.workload.operators]:
         raise ValueError("the placement must list the workload's operators in workload order")
-    placements = complete_placements(placed.model, placements_from_schedule(placed.workload, placed.result.schedule))
+    if placed.result.sliced:  # TSO: sliced operators become their two parts and a Concat
+        model, placements = slice_model(placed.model, placed.workload, placed.result)
+    else:
+        model = placed.model
+        placements = complete_placements(model, placements_from_schedule(placed.workload, placed.result.schedule))
     devices = {name: p.device for name, p in placements.items()}
     reasons = None if placed.explanation is None else {
         e.name: (f"{e.reason}: {e.detail}", e.forced_makespan_ns) for e in placed.explanation.operators}
-    return _Annotated(placed, annotate(placed.model, placements, reasons), devices)
+    return _Annotated(placed, annotate(model, placements, reasons), devices)
 
 
 def _split(annotated: _Annotated) -> _Split:
@@ -282,8 +296,8 @@ def _check_split(value: _Split) -> None:
 def _plan(value: _Split) -> CompileArtifacts:
     placed, result = value.annotated.placed, value.split
     plan = build_plan(placed.report, placed.model, placed.model_path, placed.fingerprint, result.plan, placed.result)
-    problem = placed.result.problem
-    critical = [problem.names[v] for v in sorted(critical_operators(problem, placed.result.schedule))]
+    problem, schedule = expanded_view(placed.result.problem, placed.result.schedule)
+    critical = [problem.names[v] for v in sorted(critical_operators(problem, schedule))]
     trace = build_trace(plan.timeline, Path(placed.model_path).stem, critical)
     log.info("split into %d partitions with %d transfers", len(result.plan.partitions), len(result.plan.transfers))
     explain = None if placed.explanation is None else explanation_to_json(placed.explanation)

@@ -20,6 +20,7 @@ import onnx
 
 from cimsplit.passes.placement.result import PlacementResult
 from cimsplit.passes.placement.stream.tasks import PeriodicSchedule
+from cimsplit.passes.placement.slicing import expanded_view
 from cimsplit.passes.rewrite.partitions import SplitPlan
 from cimsplit.runtime.plan import (
     PLAN_VERSION,
@@ -74,9 +75,10 @@ def timeline_section(result: PlacementResult) -> PlanTimeline:
     operators one at a time in order of modeled start, CIM operators when their
     inputs arrive, a crossing edge delays its consumer by its transfer time, a
     CIM operator pays its graph-input transfer before and its graph-output
-    transfer after (this last one counts in the makespan).
+    transfer after (this last one counts in the makespan).  A sliced operator
+    appears as its parts (``<op>/cim``, ``<op>/host``, ``<op>/join``).
     """
-    problem, schedule = result.problem, result.schedule
+    problem, schedule = expanded_view(result.problem, result.schedule)  # sliced operators as their parts
     operators = []
     for v, name in enumerate(problem.names):
         host = schedule.on_host[v]

@@ -66,6 +66,12 @@ def result_to_json(result: PlacementResult, workload: Any = None, costs: Any = N
             "start_ns": float(schedule.start_ns[v]),
             "finish_ns": float(schedule.finish_ns[v]),
         })
+        if schedule.slicing and schedule.slicing[v] >= 0:
+            option = problem.slicings[v][schedule.slicing[v]]
+            operators[-1]["device"] = "cim+host"
+            operators[-1]["slicing"] = {
+                "kind": option.kind, "split": option.split, "crossbars": option.crossbars,
+                "t_cim_ns": option.t_cim_ns, "t_host_ns": option.t_host_ns, "t_join_ns": option.t_join_ns}
     edges = [
         {
             "src": problem.names[u],
@@ -117,6 +123,8 @@ def result_to_json(result: PlacementResult, workload: Any = None, costs: Any = N
     }
     if result.stream is not None:
         document.update(stream_to_json(result.stream))
+    if result.sliced:  # only then, so that a plan without slicing is the plan it always was
+        document["operators_sliced"] = len(result.sliced)
     return document
 
 

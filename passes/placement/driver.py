@@ -16,8 +16,9 @@ from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.baselines import all_baselines
 from cimsplit.passes.placement.heuristics import best_heuristic, heuristic_budget_s
 from cimsplit.passes.placement.options import SolveOptions
-from cimsplit.passes.placement.problem import PlacementProblem, TensorTransfer
+from cimsplit.passes.placement.problem import PlacementProblem, SliceOption, TensorTransfer
 from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
+from cimsplit.passes.placement.sliced_place import place_sliced
 from cimsplit.passes.placement.solvers.backend import (
     BACKENDS,
     STATUS_INFEASIBLE,
@@ -52,11 +53,13 @@ detector DAGs 7-8 and Inception DAGs 2.5, on which HiGHS finds no solution in
 order variables as placement variables) sits far from both groups."""
 
 
-def problem_from_costs(workload, costs) -> PlacementProblem:
+def problem_from_costs(workload, costs, slices=()) -> PlacementProblem:
     """The plain cost tables of a costed workload (operators in workload order; budget = C).
 
     ``workload`` is a :class:`cimsplit.compiler.workload.Workload`, ``costs`` a
     :class:`cimsplit.compiler.costs.Costs`.  Several tensors on one edge add up.
+    ``slices``: slicing candidates (:class:`cimsplit.compiler.slicing.SliceCost`),
+    the operators' :class:`SliceOption` lists.
     """
     names = tuple(op.name for op in workload.operators)
     index = {name: i for i, name in enumerate(names)}
@@ -89,7 +92,20 @@ def problem_from_costs(workload, costs) -> PlacementProblem:
         else:
             t_out[v] += io.t_transfer_ns
             writes[v] = True
+    preds: list[list[int]] = [[] for _ in names]
+    for u, v in sorted(edge_time):
+        preds[v].append(u)
+    options: list[list[SliceOption]] = [[] for _ in names]
+    for sc in slices:
+        v = index[sc.operator]
+        options[v].append(SliceOption(
+            kind=sc.kind, split=int(sc.split), t_host_ns=float(sc.t_host_ns), t_cim_ns=float(sc.t_cim_ns),
+            crossbars=int(sc.crossbars), t_join_ns=float(sc.t_join_ns), t_back_ns=float(sc.t_back_ns),
+            in_cim_ns=() if sc.t_in_cim_ns is None else tuple((u, float(sc.t_in_cim_ns)) for u in preds[v]),
+            in_host_ns=() if sc.t_in_host_ns is None else tuple((u, float(sc.t_in_host_ns)) for u in preds[v]),
+            t_graph_in_ns=float(sc.t_graph_in_ns)))
     return PlacementProblem(
+        slicings=tuple(tuple(o) for o in options) if slices else (),
         names=names,
         t_host_ns=tuple(float(c.t_host_ns) for c in op_costs),
         t_cim_ns=tuple(None if c.t_cim_ns is None else float(c.t_cim_ns) for c in op_costs),
@@ -169,9 +185,21 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     incumbent or hint.  With ``plain`` the solver gets the best baseline as start
     only (the model has no UB).  The heuristic's time counts against the time
     limit and is included in ``SolverStats.time_s``.
+
+    Slicing (TSO): when ``problem`` has slicing options, the whole-operator problem is
+    solved first (as above, the options stripped), then :func:`place_sliced` may
+    return a strictly shorter sliced schedule (``options.slicing``).
     """
     from cimsplit.passes.placement.stream.driver import check_stream_options, latency_plan_stream, place_throughput
 
+    if problem.slicings:
+        stripped = replace(problem, slicings=())
+        if options.objective != "latency":  # the stream model has no sliced parts: slicing is for latency
+            return place(stripped, options)
+        begin = time.perf_counter()
+        whole = place(stripped, options)
+        left_s = options.time_limit_s - (time.perf_counter() - begin)
+        return place_sliced(problem, options, whole, left_s)
     _check_arguments(problem, options)
     check_stream_options(options)
     baselines = _validated_baselines(problem)

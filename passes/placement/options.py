@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_MIP_GAP", "OBJECTIVES", "SolveOptions"]
+__all__ = ["DEFAULT_MIP_GAP", "OBJECTIVES", "SLICING_CHOICES", "SolveOptions"]
 
 OBJECTIVES = ("latency", "throughput")
+SLICING_CHOICES = ("auto", "off", "ks", "ofm", "all")
+"""``--slicing``: ``auto`` slices (KS and OFM) only when the crossbar budget binds (see
+:func:`cimsplit.passes.placement.sliced_place.budget_binds`); ``off`` never; the others always try those kinds."""
 
 DEFAULT_MIP_GAP = 1e-6
 """Relative gap at which a solve counts as optimal unless ``--mip-gap`` says otherwise.
@@ -44,6 +47,8 @@ class SolveOptions:
     warm_start: bool = True
     """Hand the solver the best baseline/heuristic schedule as start and (unless ``plain``)
     its makespan as upper bound; ``False`` solves cold, to measure the solver on its own."""
+    slicing: str = "auto"
+    """Operator slicing (TSO), one of :data:`SLICING_CHOICES`; acts only on problems with slicing options."""
 
     @property
     def effective_mip_gap(self) -> float:

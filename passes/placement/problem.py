@@ -6,7 +6,8 @@ are the graph input / output transfers v pays when placed on the CIM (DESIGN §3
 all zero under ``--paper-exact``).  ``tensors`` say which edges carry the same
 tensor, for the stream model's bus (one transfer per tensor and destination
 device, :mod:`cimsplit.passes.placement.stream`); without them every edge is
-its own tensor.
+its own tensor.  ``slicings[v]`` lists the ways v may be split between the CIM
+and the host (:class:`SliceOption`, TSO).
 """
 
 from __future__ import annotations
@@ -25,6 +26,36 @@ class TensorTransfer:
 
 
 @dataclass(frozen=True)
+class SliceOption:
+    """One slicing of a CIM-capable operator; times in ns."""
+
+    kind: str
+    """``ks`` (output channels) or ``ofm`` (output rows)."""
+    split: int
+    """Output channels (KS) or output rows (OFM) the CIM part computes: the first ``split`` of them."""
+    t_host_ns: float
+    """The host part."""
+    t_cim_ns: float
+    """The CIM part (eq. 2-3 on its slice)."""
+    crossbars: int
+    """Crossbars the CIM part holds."""
+    t_join_ns: float
+    """The Concat on the host."""
+    t_back_ns: float
+    """The CIM part's output to the host (eq. 4 on the slice)."""
+    in_cim_ns: tuple[tuple[int, float], ...] = ()
+    """(predecessor, transfer of what the CIM part reads when that predecessor's output is on the host)."""
+    in_host_ns: tuple[tuple[int, float], ...] = ()
+    """(predecessor, transfer of what the host part reads when that predecessor's output is on the CIM)."""
+    t_graph_in_ns: float = 0.0
+    """Graph input the CIM part reads (host -> CIM before it)."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.split}"
+
+
+@dataclass(frozen=True)
 class PlacementProblem:
     names: tuple[str, ...]
     t_host_ns: tuple[float, ...]
@@ -40,6 +71,8 @@ class PlacementProblem:
     """True where the operator writes a graph output (its finish bounds the makespan)."""
     tensors: tuple[TensorTransfer, ...] = ()
     """The edges grouped by the tensor they carry (default: one per edge, named ``src:dst``)."""
+    slicings: tuple[tuple[SliceOption, ...], ...] = ()
+    """Per operator, its slicing options (TSO, :mod:`cimsplit.passes.placement.slicing`); empty: none anywhere."""
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -52,6 +85,11 @@ class PlacementProblem:
         for table in (self.t_host_ns, self.t_cim_ns, self.crossbars, self.t_in_ns, self.t_out_ns, self.writes_output):
             if len(table) != n:
                 raise ValueError("every per-operator table must have one entry per operator")
+        if self.slicings and len(self.slicings) != n:
+            raise ValueError("slicings must have one entry per operator")
+        for v, options in enumerate(self.slicings):
+            if options and self.t_cim_ns[v] is None:
+                raise ValueError(f"operator {self.names[v]!r} is not CIM-capable and cannot be sliced")
         for u, v, _ in self.edges:
             if not 0 <= u < v < n:
                 raise ValueError(f"edge ({u}, {v}) is not forward in the topological order")

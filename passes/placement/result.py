@@ -16,6 +16,13 @@ class Schedule:
     start_ns: tuple[float, ...]
     finish_ns: tuple[float, ...]
     makespan_ns: float
+    slicing: tuple[int, ...] = ()
+    """Per operator, -1 (placed whole) or the index of its :class:`SliceOption`; empty: nothing sliced.
+    A sliced operator has ``on_host`` True (its join runs there), starts with its first part and
+    finishes with its join."""
+    parts: Schedule | None = None
+    """When something is sliced: the schedule of the expanded problem
+    (:func:`cimsplit.passes.placement.slicing.expand`), parts and joins as operators."""
 
 
 @dataclass(frozen=True)
@@ -97,4 +104,17 @@ class PlacementResult:
 
     @property
     def crossbars_used(self) -> int:
-        return sum(c for c, h in zip(self.problem.crossbars, self.schedule.on_host) if not h)
+        """Crossbars of whole CIM operators plus those of the CIM parts of sliced ones (eq. 14)."""
+        slicing = self.schedule.slicing
+        total = 0
+        for v, (c, h) in enumerate(zip(self.problem.crossbars, self.schedule.on_host)):
+            if slicing and slicing[v] >= 0:
+                total += self.problem.slicings[v][slicing[v]].crossbars
+            elif not h:
+                total += c
+        return total
+
+    @property
+    def sliced(self) -> tuple[int, ...]:
+        """Operators the schedule slices."""
+        return tuple(v for v, k in enumerate(self.schedule.slicing) if k >= 0)

@@ -15,6 +15,7 @@ from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import simulate
+from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule
 
 __all__ = ["InternalError", "validate", "host_order_from_solver_starts"]
 
@@ -91,13 +92,26 @@ def validate(
     host_order: Sequence[int] | None = None,
     objective_ns: float | None = None,
     source: str = "solver",
+    slicing: Sequence[int] = (),
 ) -> Schedule:
     """Re-time a placement and check it; returns the re-timed schedule.
 
     Raises :class:`InternalError` when the placement breaks eq. 5 or eq. 14, the
     host order breaks precedence, or the re-timed makespan exceeds
     ``objective_ns`` by more than 1e-6 relative.
+
+    ``slicing`` (per operator: -1 whole, else its slicing option): the placement is
+    checked on the expanded problem (:func:`~cimsplit.passes.placement.slicing.expand`),
+    and ``start_ns`` / ``host_order`` then index the expanded operators.
     """
+    if any(k != WHOLE for k in slicing):
+        try:
+            expansion = expand(problem, on_host, slicing)
+        except ValueError as exc:
+            raise InternalError(f"{source}: {exc}") from exc
+        parts = validate(expansion.problem, expansion.on_host, start_ns=start_ns, host_order=host_order,
+                         objective_ns=objective_ns, source=source)
+        return parts_schedule(problem, expansion, parts, slicing)
     on_host = tuple(bool(h) for h in on_host)
     if len(on_host) != problem.n:
         raise InternalError(f"{source}: placement has {len(on_host)} entries for {problem.n} operators")

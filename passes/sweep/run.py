@@ -72,6 +72,8 @@ class SweepSpec:
     max_latencies_ns: tuple[float, ...] = (0.0,)
     """Throughput: frame-latency bounds, one point each (0 = unbounded): the latency/throughput front."""
     frames_in_flight: int | None = None
+    slicing: str = "auto"
+    """``--slicing`` (:data:`cimsplit.passes.placement.options.SLICING_CHOICES`)."""
 
 
 @dataclass(frozen=True)
@@ -205,9 +207,11 @@ def build_tasks(
     from cimsplit.compiler.frontend import ModelSpec
     from cimsplit.compiler.hardware import load_hardware
     from cimsplit.passes.pipeline import CompileOptions, cost_model, load_model
+    from cimsplit.passes.placement.options import SolveOptions
 
     solve = {"solver": spec.solver, "time_limit_s": spec.time_limit_s, "mip_gap": spec.mip_gap, "plain": spec.plain,
-             "objective": spec.objective, "frames_in_flight": spec.frames_in_flight}
+             "objective": spec.objective, "frames_in_flight": spec.frames_in_flight,
+             "slicing": spec.slicing}
     tasks: list[PointTask] = []
     references: dict[tuple[str, str], dict[str, Any]] = {}
     for model_label, path in models.items():
@@ -234,7 +238,8 @@ def build_tasks(
                 "profile": host.profile or (f"predicted by {host.model}" if host.model else "profiled on this machine"),
                 "ort_all_optimizations_ns": profile.model_median_ns.get("optimizations_all"),
             }
-            options = CompileOptions(paper_exact=spec.paper_exact, host_profile=profile)
+            options = CompileOptions(paper_exact=spec.paper_exact, host_profile=profile,
+                                     solve=SolveOptions(slicing=spec.slicing))
             for point in points:
                 try:
                     hardware = load_hardware(host.spec, crossbars=point.crossbars, mvm_latency_ns=point.mvm_latency_ns)

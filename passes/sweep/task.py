@@ -18,6 +18,7 @@ from typing import Any
 
 from cimsplit.errors import CimsplitError
 from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.slicing import expanded_view
 from cimsplit.passes.sweep.grid import SweepPoint
 
 __all__ = ["COLUMNS", "TIME_COLUMNS", "PointTask", "run_point", "row_from_result", "error_row", "task_fingerprint"]
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 COLUMNS = (
     "model", "host", "crossbars", "mvm_latency_ns",
     "makespan_ns", "cpu_only_ns", "speedup",
-    "ops_on_cim", "ops_on_host", "crossbars_used",
+    "ops_on_cim", "ops_on_host", "ops_sliced", "crossbars_used",
     "host_busy_ns", "cim_busy_ns", "transfer_ns",
     "solver", "status", "gap", "time_s", "n_variables", "n_constraints",
     "objective", "max_latency_ns", "period_ns", "stream_latency_ns", "frames_in_flight",
@@ -53,6 +54,7 @@ class PointTask:
     time_limit_s: float = 60.0
     mip_gap: float | None = None
     plain: bool = False
+    slicing: str = "auto"
     error: str | None = None
     objective: str = "latency"
     frames_in_flight: int | None = None
@@ -61,10 +63,11 @@ class PointTask:
 
 
 def task_fingerprint(problem: PlacementProblem, solver: str, time_limit_s: float, mip_gap: float | None, plain: bool,
-                     objective: str = "latency", max_latency_ns: float = 0.0, frames_in_flight: int | None = None) -> str:
+                     objective: str = "latency", max_latency_ns: float = 0.0, frames_in_flight: int | None = None,
+                     slicing: str = "auto") -> str:
     """Everything that determines a point's result, hashed (float reprs are exact)."""
     stream = () if objective == "latency" else (objective, float(max_latency_ns), frames_in_flight)
-    text = repr((problem, solver, float(time_limit_s), mip_gap, plain, *stream))
+    text = repr((problem, solver, float(time_limit_s), mip_gap, plain, *stream, slicing))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -77,8 +80,11 @@ def error_row(point: SweepPoint, message: str) -> dict[str, Any]:
 
 def row_from_result(point: SweepPoint, result: Any) -> dict[str, Any]:
     """The results row of one solved point (``result`` is a ``PlacementResult``)."""
-    problem: PlacementProblem = result.problem
-    on_host = result.schedule.on_host
+    whole_ops = [v for v in range(result.problem.n) if not result.schedule.slicing or result.schedule.slicing[v] < 0]
+    ops_on_cim = sum(1 for v in whole_ops if not result.schedule.on_host[v])
+    # Busy and bus times at the level the runtime sees: sliced operators as their parts.
+    problem, schedule = expanded_view(result.problem, result.schedule)
+    on_host = schedule.on_host
     cim = [v for v in range(problem.n) if not on_host[v]]
     # Bus time actually paid: boundary edges (eq. 4) plus the graph inputs and
     # outputs of CIM operators (DESIGN §3; zero under --paper-exact).
@@ -93,8 +99,9 @@ def row_from_result(point: SweepPoint, result: Any) -> dict[str, Any]:
         "makespan_ns": float(result.schedule.makespan_ns),
         "cpu_only_ns": float(result.cpu_only_ns),
         "speedup": float(result.speedup),
-        "ops_on_cim": len(cim),
-        "ops_on_host": problem.n - len(cim),
+        "ops_on_cim": ops_on_cim,
+        "ops_on_host": len(whole_ops) - ops_on_cim,
+        "ops_sliced": len(result.sliced),
         "crossbars_used": int(result.crossbars_used),
         "host_busy_ns": float(sum(problem.t_host_ns[v] for v in range(problem.n) if on_host[v])),
         "cim_busy_ns": float(sum(problem.t_cim_ns[v] for v in cim)),  # type: ignore[misc]
@@ -126,7 +133,8 @@ def run_point(task: PointTask) -> dict[str, Any]:
         options = SolveOptions(solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap,
                                plain=task.plain, threads=SOLVER_THREADS, objective=task.objective,
                                max_latency_ns=bound if task.objective == "throughput" else None,
-                               frames_in_flight=task.frames_in_flight if task.objective == "throughput" else None)
+                               frames_in_flight=task.frames_in_flight if task.objective == "throughput" else None,
+                               slicing=task.slicing)
         result = place(task.problem, options)
         return row_from_result(task.point, result)
     except CimsplitError as exc:

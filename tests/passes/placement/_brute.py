@@ -107,3 +107,57 @@ def random_problem(rng: random.Random, max_ops: int = 8) -> PlacementProblem:
     return PlacementProblem(names=tuple(f"op{v}" for v in range(n)), t_host_ns=t_host, t_cim_ns=t_cim,
                             crossbars=crossbars, edges=edges, budget=budget, t_in_ns=t_in, t_out_ns=t_out,
                             writes_output=writes)
+
+
+def brute_force_sliced(problem: PlacementProblem) -> float:
+    """The optimal makespan with slicing: every mode per operator (host, CIM, each slicing option)
+    within the budget, each expanded (:func:`~cimsplit.passes.placement.slicing.expand`) and solved
+    by the DFS above with its placement fixed."""
+    from cimsplit.passes.placement.slicing import WHOLE, expand, sliced_crossbars
+
+    modes = []
+    for v in range(problem.n):
+        options = [(True, WHOLE)]
+        if problem.capable(v):
+            options.append((False, WHOLE))
+            options += [(True, k) for k in range(len(problem.slicings[v]) if problem.slicings else 0)]
+        modes.append(options)
+    best = float("inf")
+    for choice in itertools.product(*modes):
+        on_host = [h for h, _ in choice]
+        slicing = [k for _, k in choice]
+        if sliced_crossbars(problem, on_host, slicing) > problem.budget:
+            continue
+        expansion = expand(problem, on_host, slicing)
+        fixed = dict(enumerate(expansion.on_host))
+        best = min(best, brute_force_optimum(expansion.problem, fixed))
+    return best
+
+
+def random_sliced_problem(rng: random.Random, max_ops: int = 6, max_options: int = 2) -> PlacementProblem:
+    """:func:`random_problem` with 1-``max_options`` random slicing options on about half the capable
+    operators (integer costs: parts cheaper than the whole, CIM parts on fewer or as many crossbars)."""
+    from dataclasses import replace
+
+    from cimsplit.passes.placement.problem import SliceOption
+
+    base = random_problem(rng, max_ops)
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(base.n)]
+    for u, v, t in base.edges:
+        preds[v].append((u, t))
+    slicings = []
+    for v in range(base.n):
+        options = []
+        if base.capable(v) and rng.random() < 0.6:
+            for _ in range(rng.randint(1, max_options)):
+                kind = rng.choice(("ks", "ofm"))
+                xbars = rng.randint(1, base.crossbars[v]) if kind == "ks" else base.crossbars[v]
+                options.append(SliceOption(
+                    kind=kind, split=rng.randint(1, 8), t_host_ns=float(rng.randint(1, max(1, int(base.t_host_ns[v])))),
+                    t_cim_ns=float(rng.randint(1, max(1, int(base.t_cim_ns[v])))), crossbars=xbars,
+                    t_join_ns=float(rng.randint(0, 10)), t_back_ns=float(rng.randint(0, 20)),
+                    in_cim_ns=tuple((u, float(rng.randint(0, int(t)))) for u, t in preds[v]),
+                    in_host_ns=tuple((u, float(rng.randint(0, int(t)))) for u, t in preds[v]),
+                    t_graph_in_ns=float(rng.randint(0, int(base.t_in_ns[v])))))
+        slicings.append(tuple(options))
+    return replace(base, slicings=tuple(slicings))

@@ -66,7 +66,7 @@ from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 
-__all__ = ["CpSatModel", "build_model", "time_unit_ns"]
+__all__ = ["CpSatModel", "build_model", "floor_units", "time_unit_ns", "unit_for"]
 
 _HORIZON_UNITS = 2.0**32
 """Target size of the horizon in model units when times must be rounded.  Larger
@@ -96,8 +96,13 @@ def time_unit_ns(problem: PlacementProblem) -> tuple[float, bool]:
     bytes / (n·10.24 GB/s) are exact in such units.  Falls back to a rounding
     unit that makes the horizon about 2**32 units.
     """
-    horizon = max(_horizon_ns(problem), 1e-9)
-    times = [Fraction(t) for t in _all_times(problem) if t > 0]
+    return unit_for(_all_times(problem), _horizon_ns(problem))
+
+
+def unit_for(all_times: list[float], horizon_ns: float) -> tuple[float, bool]:
+    """:func:`time_unit_ns` for any list of times and horizon (the sliced model has more times)."""
+    horizon = max(horizon_ns, 1e-9)
+    times = [Fraction(t) for t in all_times if t > 0]
     for k in range(21):
         unit = Fraction(1, 2**k)
         if horizon / float(unit) > _EXACT_UNITS_MAX:
@@ -107,7 +112,7 @@ def time_unit_ns(problem: PlacementProblem) -> tuple[float, bool]:
     return horizon / _HORIZON_UNITS, False
 
 
-def _floor_units(t_ns: float, unit_ns: float) -> int:
+def floor_units(t_ns: float, unit_ns: float) -> int:
     """floor(t / r) in exact rational arithmetic: never above the real time, not even by an ulp."""
     return max(0, int(Fraction(t_ns) // Fraction(unit_ns)))
 
@@ -128,7 +133,7 @@ def _tables(problem: PlacementProblem, unit_ns: float) -> _Tables:
     n = problem.n
 
     def units(t_ns: float) -> int:
-        return _floor_units(t_ns, unit_ns)
+        return floor_units(t_ns, unit_ns)
 
     capable = [problem.capable(v) and problem.crossbars[v] <= problem.budget for v in range(n)]
     host = [units(problem.t_host_ns[v]) for v in range(n)]
@@ -238,7 +243,7 @@ def build_model(problem: PlacementProblem, *, plain: bool, warm_start: Schedule 
     s = [m.NewIntVar(release[v], max(release[v], ub - tail[v] - min_dur[v]), f"s{v}") for v in range(n)]
     t_lower = max((release[v] + min_dur[v] + tail[v] for v in range(n)), default=0) if not plain else 0
     if lower_bound_ns > 0 and not plain:
-        t_lower = max(t_lower, _floor_units(lower_bound_ns, unit) - (0 if exact else 2 * n + 1))
+        t_lower = max(t_lower, floor_units(lower_bound_ns, unit) - (0 if exact else 2 * n + 1))
     makespan = m.NewIntVar(t_lower, max(t_lower, ub), "T")
     intervals = []
     for v in range(n):

@@ -1,0 +1,264 @@
+"""CP-SAT model of placement with operator slicing (TSO): per operator one mode among host, CIM or a slicing.
+
+The problem is the one :func:`cimsplit.passes.placement.slicing.expand` defines:
+for each operator a one-hot choice ``h_v`` (whole on the host), ``c_v`` (whole
+on the CIM) or ``y_vk`` (slicing option k); a sliced operator runs a CIM part,
+a host part and a join on the host.  Variables and rows (times in integer units):
+
+- ``s_v`` start of the whole operator, ``sc_v`` / ``sh_v`` / ``sj_v`` starts of
+  the CIM part, the host part and the join; ``f_v`` the finish of v's output:
+  ``f_v = s_v + T_host`` if ``h_v``, ``s_v + T_acc`` if ``c_v``, ``sj_v + join_k``
+  if ``y_vk`` (enforced equalities: exactly one holds);
+- the host as one ``AddNoOverlap`` of optional intervals: the whole operator
+  (present iff ``h_v``), the host part and the join (present iff v is sliced;
+  sizes ``sum_k y_vk·host_k`` and ``sum_k y_vk·join_k``);
+- on an edge u -> v with transfer T: the output of u is on the CIM iff ``c_u``
+  (a sliced operator's output is on the host), so ``h_v => s_v >= f_u + T·c_u``,
+  ``c_v => s_v >= f_u + T·(1 - c_u)``, and for option k ``y_vk => sh_v >= f_u +
+  in_host_k·c_u`` and ``y_vk => sc_v >= f_u + in_cim_k·(1 - c_u)``;
+- graph inputs: ``c_v => s_v >= t_in``, ``y_vk => sc_v >= t_graph_in_k``; joins:
+  ``y_vk => sj_v >= sh_v + host_k`` and ``sj_v >= sc_v + cim_k + back_k``;
+- ``T >= f_v`` for sinks and output writers, ``T >= f_v + t_out·c_v`` for
+  writers; the budget ``sum c_v·N_v + sum y_vk·N_k <= C`` (eq. 14); minimize T.
+
+Exactness.  For a fixed choice of modes these rows are those of the CP-SAT
+model of :mod:`.model` on the expanded problem (the same eq. 5-14 with the
+placement fixed; absent tasks are unconstrained and carry no time), and the
+host order is free, so the optimum over all modes is the optimum of the sliced
+problem.  ``plain=False`` adds only rows implied by every schedule with
+``T <= UB``: ``T <= UB`` from the warm start (the whole-operator optimum: a
+feasible sliced schedule), the host-load row ``T >= sum of present host
+tasks`` (host tasks never overlap) and its ancestor/descendant forms ``f_v >=
+load(anc(v)) + load(v)`` and ``T >= f_v + load(desc(v))`` (every host task of an
+ancestor ends before v's output, every one of a descendant starts after it),
+and ``f_v >= f_u + d_v`` on every edge with ``d_v`` v's shortest duration in its
+mode (``T_host``, ``T_acc``, or ``join_k + max(host_k, cim_k + back_k)``: both parts start after
+every input is there, and the join waits for both).  Times are floored to units exactly as in
+:mod:`.model` (same unit rule), so the bound is a true lower bound; the
+solution's modes and host order (start, finish, index in floored units: a
+precedence-respecting order, same argument) are re-timed in real ns by the
+simulator on the expanded problem, and that makespan is what is reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from cimsplit.passes.placement import dag
+from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import Schedule
+from cimsplit.passes.placement.simulate import simulate
+from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule
+from cimsplit.passes.placement.solvers.backend import STATUS_NO_SOLUTION, STATUS_OPTIMAL, STATUS_TIME_LIMIT
+from cimsplit.passes.placement.solvers.cpsat.model import floor_units, unit_for
+from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, _configure
+
+__all__ = ["SlicedOutcome", "solve_sliced"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SlicedOutcome:
+    """A sliced solve: the re-timed schedule (operator level, with ``parts``) and the solver's figures."""
+
+    status: str
+    schedule: Schedule | None
+    host_order: tuple[int, ...] | None
+    """Host order over the expanded operators (what the validator re-times)."""
+    bound_ns: float
+    time_s: float
+    n_variables: int
+    n_constraints: int
+
+
+def _all_times(problem: PlacementProblem) -> list[float]:
+    times = list(problem.t_host_ns) + [t for t in problem.t_cim_ns if t is not None]
+    times += list(problem.t_in_ns) + list(problem.t_out_ns) + [t for _, _, t in problem.edges]
+    for options in problem.slicings:
+        for o in options:
+            times += [o.t_host_ns, o.t_cim_ns, o.t_join_ns, o.t_back_ns, o.t_graph_in_ns]
+            times += [t for _, t in o.in_cim_ns] + [t for _, t in o.in_host_ns]
+    return times
+
+
+def _horizon_ns(problem: PlacementProblem) -> float:
+    """No schedule without idle padding is longer: every task and every transfer once, at its longest."""
+    total = 0.0
+    for v in range(problem.n):
+        whole = max(problem.t_host_ns[v], problem.t_cim_ns[v] or 0.0) + problem.t_in_ns[v] + problem.t_out_ns[v]
+        sliced = [o.t_host_ns + o.t_cim_ns + o.t_join_ns + o.t_back_ns + o.t_graph_in_ns
+                  for o in (problem.slicings[v] if problem.slicings else ())]
+        total += max([whole, *sliced])
+    for u, v, t in problem.edges:
+        opts = problem.slicings[v] if problem.slicings else ()
+        total += max([t, *(dict(o.in_cim_ns).get(u, t) + dict(o.in_host_ns).get(u, t) for o in opts)])
+    return total
+
+
+def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: Schedule | None) -> SlicedOutcome:
+    """Solve the sliced problem; ``warm_start`` (a whole-operator schedule) is the hint and, unless plain, T's UB."""
+    begin = time.perf_counter()
+    n = problem.n
+    unit, exact = unit_for(_all_times(problem), _horizon_ns(problem))
+
+    def u_(t_ns: float) -> int:
+        return floor_units(t_ns, unit)
+
+    m = cp_model.CpModel()
+    horizon = sum(u_(t) for t in _all_times(problem)) + 1
+    ub = horizon
+    if warm_start is not None and not options.plain:
+        ub = min(horizon, math.ceil(warm_start.makespan_ns / unit) + 1)  # floored optimum <= real optimum <= UB
+    slicings = problem.slicings or ((),) * n
+    capable = [problem.capable(v) for v in range(n)]
+    host = [u_(problem.t_host_ns[v]) for v in range(n)]
+    acc = [u_(problem.t_cim_ns[v]) if capable[v] else 0 for v in range(n)]  # type: ignore[arg-type]
+    whole_cim = [capable[v] and problem.crossbars[v] <= problem.budget for v in range(n)]
+    allowed = [[k for k, o in enumerate(slicings[v]) if o.crossbars <= problem.budget] for v in range(n)]
+    zero, one = m.NewConstant(0), m.NewConstant(1)
+    h = [m.NewBoolVar(f"h{v}") if whole_cim[v] or allowed[v] else one for v in range(n)]
+    c = [m.NewBoolVar(f"c{v}") if whole_cim[v] else zero for v in range(n)]
+    y = [{k: m.NewBoolVar(f"y{v}_{k}") for k in allowed[v]} for v in range(n)]
+    s = [m.NewIntVar(0, ub, f"s{v}") for v in range(n)]
+    f = [m.NewIntVar(0, ub, f"f{v}") for v in range(n)]
+    sc: dict[int, cp_model.IntVar] = {}
+    sh: dict[int, cp_model.IntVar] = {}
+    sj: dict[int, cp_model.IntVar] = {}
+    makespan = m.NewIntVar(0, ub, "T")
+    intervals = []
+    load: list = []
+    duration: list = []
+    """Per operator, the shortest time from its inputs to its output in its mode (linear in the mode)."""
+    """Per operator, its host time as a linear expression of its mode."""
+    for v in range(n):
+        if whole_cim[v] or allowed[v]:
+            m.AddExactlyOne([h[v], c[v], *y[v].values()])
+        intervals.append(m.NewOptionalFixedSizeIntervalVar(s[v], host[v], h[v], f"H{v}"))
+        m.Add(f[v] == s[v] + host[v]).OnlyEnforceIf(h[v])
+        load.append(host[v] * h[v])
+        duration.append(host[v] * h[v])
+        if whole_cim[v]:
+            m.Add(f[v] == s[v] + acc[v]).OnlyEnforceIf(c[v])
+            duration[v] = duration[v] + acc[v] * c[v]
+        if not allowed[v]:
+            continue
+        sliced = m.NewBoolVar(f"sliced{v}")
+        m.Add(sliced == sum(y[v].values()))
+        sc[v], sh[v], sj[v] = (m.NewIntVar(0, ub, f"{kind}{v}") for kind in ("sc", "sh", "sj"))
+        opts = {k: slicings[v][k] for k in allowed[v]}
+        size_h = m.NewIntVar(0, max(u_(o.t_host_ns) for o in opts.values()), f"dh{v}")
+        size_j = m.NewIntVar(0, max(u_(o.t_join_ns) for o in opts.values()), f"dj{v}")
+        m.Add(size_h == sum(u_(opts[k].t_host_ns) * y[v][k] for k in opts))
+        m.Add(size_j == sum(u_(opts[k].t_join_ns) * y[v][k] for k in opts))
+        end_h, end_j = m.NewIntVar(0, ub, f"eh{v}"), m.NewIntVar(0, ub, f"ej{v}")
+        intervals.append(m.NewOptionalIntervalVar(sh[v], size_h, end_h, sliced, f"P{v}"))
+        intervals.append(m.NewOptionalIntervalVar(sj[v], size_j, end_j, sliced, f"J{v}"))
+        load[v] = load[v] + size_h + size_j
+        duration[v] = duration[v] + sum(
+            (u_(o.t_join_ns) + max(u_(o.t_host_ns), u_(o.t_cim_ns) + u_(o.t_back_ns))) * y[v][k] for k, o in opts.items())
+        for k, o in opts.items():
+            m.Add(f[v] == sj[v] + u_(o.t_join_ns)).OnlyEnforceIf(y[v][k])
+            m.Add(sj[v] >= sh[v] + u_(o.t_host_ns)).OnlyEnforceIf(y[v][k])
+            m.Add(sj[v] >= sc[v] + u_(o.t_cim_ns) + u_(o.t_back_ns)).OnlyEnforceIf(y[v][k])
+            if o.t_graph_in_ns > 0:
+                m.Add(sc[v] >= u_(o.t_graph_in_ns)).OnlyEnforceIf(y[v][k])
+    m.AddNoOverlap(intervals)
+    for u, v, t_ns in problem.edges:
+        t = u_(t_ns)
+        if not (whole_cim[v] or allowed[v]):
+            m.Add(s[v] >= f[u] + t * c[u])
+            continue
+        m.Add(s[v] >= f[u] + t * c[u]).OnlyEnforceIf(h[v])
+        if whole_cim[v]:
+            m.Add(s[v] >= f[u] + t - t * c[u]).OnlyEnforceIf(c[v])
+        for k, lit in y[v].items():
+            o = slicings[v][k]
+            t_host, t_cim = u_(dict(o.in_host_ns).get(u, t_ns)), u_(dict(o.in_cim_ns).get(u, t_ns))
+            m.Add(sh[v] >= f[u] + t_host * c[u]).OnlyEnforceIf(lit)
+            m.Add(sc[v] >= f[u] + t_cim - t_cim * c[u]).OnlyEnforceIf(lit)
+    for v in range(n):
+        t_in = u_(problem.t_in_ns[v])
+        if whole_cim[v] and t_in > 0:
+            m.Add(s[v] >= t_in).OnlyEnforceIf(c[v])
+    bounded = set(dag.sinks(problem)) | {v for v in range(n) if problem.writes_output[v]}
+    for v in sorted(bounded):
+        t_out = u_(problem.t_out_ns[v]) if whole_cim[v] and problem.writes_output[v] else 0
+        m.Add(makespan >= f[v] + t_out * c[v])
+    xbars = [(problem.crossbars[v], c[v]) for v in range(n) if whole_cim[v]]
+    xbars += [(slicings[v][k].crossbars, lit) for v in range(n) for k, lit in y[v].items()]
+    if sum(x for x, _ in xbars) > problem.budget:
+        m.Add(sum(x * lit for x, lit in xbars) <= problem.budget)  # eq. 14
+    if not options.plain:
+        m.Add(makespan >= sum(load))  # host tasks never overlap
+        for u, v, _ in problem.edges:  # v's output is at least its shortest duration after u's
+            m.Add(f[v] >= f[u] + duration[v])
+        for v in range(n):
+            m.Add(f[v] >= duration[v])
+        anc, desc = dag.ancestors(problem), dag.descendants(problem)
+        for v in range(n):
+            before = [load[u] for u in range(v) if (anc[v] >> u) & 1]
+            if before:  # every host task of an ancestor ends before v's output (and before v's own host tasks)
+                m.Add(f[v] >= sum(before) + load[v])
+            after = [load[w] for w in range(v + 1, n) if (desc[v] >> w) & 1]
+            if after:  # every host task of a descendant starts after v's output
+                m.Add(makespan >= f[v] + sum(after))
+    if warm_start is not None:
+        for v in range(n):
+            if whole_cim[v] or allowed[v]:
+                m.AddHint(h[v], int(warm_start.on_host[v]))
+                for lit in y[v].values():
+                    m.AddHint(lit, 0)
+            if whole_cim[v]:
+                m.AddHint(c[v], int(not warm_start.on_host[v]))
+            m.AddHint(s[v], floor_units(warm_start.start_ns[v], unit))
+            m.AddHint(f[v], floor_units(warm_start.finish_ns[v], unit))
+    m.Minimize(makespan)
+
+    proto = m.Proto()
+    solver = cp_model.CpSolver()
+    cp_options = CpSatOptions.from_solve_options(options)
+    _configure(solver, cp_options, cp_options.threads, max(0.05, options.time_limit_s - (time.perf_counter() - begin)))
+    code = solver.Solve(m)
+    elapsed = time.perf_counter() - begin
+    n_vars, n_cons = len(proto.variables), len(proto.constraints)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return SlicedOutcome(STATUS_NO_SOLUTION, None, None, 0.0, elapsed, n_vars, n_cons)
+    slicing = [WHOLE] * n
+    on_host = [True] * n
+    for v in range(n):
+        on_host[v] = not solver.Value(c[v])
+        for k, lit in y[v].items():
+            if solver.Value(lit):
+                slicing[v] = k
+    expansion = expand(problem, on_host, slicing)
+    # Starts and finishes in units of the expanded operators, in the order expand() lays them out.
+    starts: list[int] = []
+    ends: list[int] = []
+    for i, v in enumerate(expansion.owner):
+        role = expansion.role[i]
+        var = {"whole": s, "cim": sc, "host": sh, "join": sj}[role][v]
+        starts.append(solver.Value(var))
+        if role == "whole":
+            ends.append(starts[-1] + (host[v] if on_host[v] else acc[v]))
+        else:
+            o = slicings[v][slicing[v]]
+            ends.append(starts[-1] + u_({"cim": o.t_cim_ns, "host": o.t_host_ns, "join": o.t_join_ns}[role]))
+    hosts = [i for i, on in enumerate(expansion.on_host) if on]
+    order = tuple(sorted(hosts, key=lambda i: (starts[i], ends[i], i)))
+    parts = simulate(expansion.problem, expansion.on_host, order)
+    schedule = parts_schedule(problem, expansion, parts, slicing)
+    bound_ns = max(0.0, solver.BestObjectiveBound() * unit * (1.0 if exact else 1.0 - 1e-15))
+    bound_ns = min(bound_ns, schedule.makespan_ns)
+    gap = (schedule.makespan_ns - bound_ns) / schedule.makespan_ns if schedule.makespan_ns > 0 else 0.0
+    status = STATUS_OPTIMAL if code == cp_model.OPTIMAL and gap <= max(options.effective_mip_gap, 1e-9) \
+        else STATUS_TIME_LIMIT
+    log.info("cp-sat sliced %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,
+             schedule.makespan_ns, bound_ns, elapsed, n_vars, n_cons)
+    return SlicedOutcome(status, schedule, order, bound_ns, elapsed, n_vars, n_cons)

@@ -1,0 +1,197 @@
+"""The slicing rewrite: a sliced Conv/Gemm/MatMul runs as two parts and a Concat, and the split
+model's outputs equal the original's (float within the runtime's tolerance, int8 QDQ bit for bit).
+
+Graphs (crossbars of 4x4 cells, so that 8+ output channels split at crossbar-row boundaries):
+
+    x[1,C,H,W] -> conv (k, stride, dilation, pads; optional Relu) -> y          (random, hypothesis)
+    x[1,3,8,8] -> conv 3->8 3x3 pad 1 -> relu -> flatten -> fc: Gemm 512->12 -> y    (KS on both)
+    x[2,16]    -> MatMul 16x12 -> y                                                   (KS on a MatMul)
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from _profiles import table_profile
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from cimsplit.compiler.costs import build_costs
+from cimsplit.compiler.frontend import load
+from cimsplit.compiler.hardware import load_hardware
+from cimsplit.compiler.slicing import slice_costs
+from cimsplit.passes.emit.artifacts import write_artifacts
+from cimsplit.passes.emit.report import result_to_json
+from cimsplit.passes.pipeline import build_artifacts
+from cimsplit.passes.placement.driver import problem_from_costs
+from cimsplit.passes.placement.result import PlacementResult, SolverStats
+from cimsplit.passes.placement.slicing import WHOLE
+from cimsplit.passes.placement.validate import validate
+from cimsplit.passes.rewrite.slicing import KEY_SLICING
+from cimsplit.runtime import Session
+from cimsplit.runtime.devices import session_options
+
+XBAR = 4
+
+
+def _model(nodes, inputs, outputs, inits) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def conv_net(c_in: int, c_out: int, h: int, k: int, stride: int, dilation: int, pads: list[int], relu: bool,
+             seed: int = 0) -> onnx.ModelProto:
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array((rng.standard_normal((c_out, c_in, k, k)) * 0.3).astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(c_out) * 0.1).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if relu else "y"], name="conv", pads=pads,
+                              strides=[stride, stride], dilations=[dilation, dilation])]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["y"], name="relu"))
+    h_out = (h + pads[0] + pads[2] - dilation * (k - 1) - 1) // stride + 1
+    w_out = (h + pads[1] + pads[3] - dilation * (k - 1) - 1) // stride + 1
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, h, h])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c_out, h_out, w_out])], [w, b])
+
+
+def cnn() -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w", (8, 3, 3, 3)), ("b", (8,)), ("fw", (12, 512)), ("fb", (12,)))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1)]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])], inits)
+
+
+def matmul_net() -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.random.default_rng(2).standard_normal((16, 12)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])], [w])
+
+
+@functools.cache
+def _quantized(model_bytes: bytes, per_channel: bool) -> bytes:
+    from cimsplit.models.quantize import quantize_qdq
+
+    return quantize_qdq(onnx.load_from_string(model_bytes), per_channel=per_channel).SerializeToString()
+
+
+def split_run(model: onnx.ModelProto, choose, cim_devices: dict[str, bool] | None = None):
+    """Compile ``model`` with the slicing ``choose(options)`` picks per operator (an index or None),
+    run the split model and the original on the same input; (got, expected, artifacts)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.onnx"
+        onnx.save(model, path)
+        loaded = load(path, crossbar_size=(XBAR, XBAR))
+        hardware = load_hardware("x86", crossbars=1000, crossbar_rows=XBAR, crossbar_cols=XBAR)
+        costs = build_costs(loaded.workload, hardware, table_profile(loaded))
+        problem = problem_from_costs(loaded.workload, costs, slice_costs(loaded.model, loaded.workload, costs))
+        slicing = [WHOLE] * problem.n
+        on_host = [True] * problem.n
+        for v in range(problem.n):
+            pick = choose(problem.names[v], problem.slicings[v]) if problem.slicings else None
+            if pick is not None:
+                slicing[v] = pick
+            elif cim_devices and problem.names[v] in cim_devices:
+                on_host[v] = not cim_devices[problem.names[v]]
+        assert any(k != WHOLE for k in slicing), "nothing to slice"
+        schedule = validate(problem, on_host, slicing=slicing)
+        stats = SolverStats("fixed", "optimal", schedule.makespan_ns, schedule.makespan_ns, 0.0, 0.0, problem.n, 0, 0)
+        result = PlacementResult(problem, schedule, stats)
+        built = build_artifacts(loaded.model, loaded.workload, result, hardware, model_path=str(path),
+                                fingerprint=loaded.fingerprint, report=result_to_json(result, loaded.workload, costs))
+        (name, shape), = ((i.name, [d.dim_value for d in i.type.tensor_type.shape.dim]) for i in model.graph.input)
+        x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+        reference = ort.InferenceSession(str(path), sess_options=session_options(), providers=["CPUExecutionProvider"])
+        (expected,) = reference.run(None, {name: x})
+        out = write_artifacts(Path(tmp) / "out", built)
+        with Session(out) as session:
+            got = session.run({name: x})[model.graph.output[0].name]
+            stats = session.transfer_stats
+        assert stats.bytes == stats.modeled_bytes == sum(t.bytes for t in built.plan.transfers)
+        replay_ok = built.plan.timeline.makespan_ns == schedule.makespan_ns
+        assert replay_ok
+        return got, expected, built
+
+
+def _kind(kind: str, which: int = 0):
+    def choose(name, options):
+        matching = [k for k, o in enumerate(options) if o.kind == kind]
+        return matching[min(which, len(matching) - 1)] if matching else None
+    return choose
+
+
+def test_ks_on_conv_and_gemm_structure_and_numbers():
+    got, expected, built = split_run(cnn(), _kind("ks"))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    nodes = {n.name: n for n in built.annotated.graph.node}
+    # conv: 8 output channels on 4x4 crossbars -> KS at 4; fc: 12 outputs -> KS at 4 (first of 4, 8)
+    assert {"conv/cim", "conv/host", "conv/join", "relu/cim", "relu/host", "fc/cim", "fc/host", "fc/join"} <= set(nodes)
+    props = {p.key: p.value for p in nodes["conv/cim"].metadata_props}
+    assert props[KEY_SLICING] == "ks:4" and props["cimsplit.device"] == "cim"
+    assert {p.key: p.value for p in nodes["conv/join"].metadata_props}["cimsplit.device"] == "host"
+    weights = {t.name: t.dims for t in built.annotated.graph.initializer}
+    assert weights[nodes["conv/cim"].input[1]] == [4, 3, 3, 3] and weights[nodes["conv/host"].input[1]] == [4, 3, 3, 3]
+    assert weights[nodes["fc/cim"].input[1]] == [4, 512] and weights[nodes["fc/host"].input[1]] == [8, 512]
+    entries = {op["name"]: op for op in built.plan.report["operators"]}
+    assert entries["conv"]["slicing"]["kind"] == "ks" and entries["conv"]["slicing"]["split"] == 4
+    assert entries["conv"]["device"] == "cim+host" and built.plan.report["operators_sliced"] == 2
+    assert {op.name for op in built.plan.timeline.operators} >= {"conv/cim", "conv/host", "conv/join"}
+
+
+def test_ks_on_a_matmul():
+    got, expected, _ = split_run(matmul_net(), _kind("ks", 1))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_ofm_on_the_first_conv_slices_the_input_rows_with_the_halo():
+    got, expected, built = split_run(cnn(), lambda name, options: _kind("ofm", 1)(name, options) if name == "conv" else None)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    nodes = {n.name: n for n in built.annotated.graph.node}
+    # 8 output rows, 3x3, pad 1, split at 4: the CIM part reads rows 0..5 (pads 1/0), the host part 3..8 (0/1)
+    assert [a.ints for a in nodes["conv/cim"].attribute if a.name == "pads"] == [[1, 1, 0, 1]]
+    assert [a.ints for a in nodes["conv/host"].attribute if a.name == "pads"] == [[0, 1, 1, 1]]
+    inits = {t.name: numpy_helper.to_array(t) for t in built.annotated.graph.initializer}
+    cim_slice = nodes["conv/slice_cim"]
+    assert (inits[cim_slice.input[1]][0], inits[cim_slice.input[2]][0]) == (0, 5)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c_in=st.integers(1, 5), c_out=st.integers(5, 12), h=st.integers(5, 12), k=st.sampled_from([1, 2, 3, 5]),
+       stride=st.integers(1, 3), dilation=st.integers(1, 2), pads=st.lists(st.integers(0, 2), min_size=4, max_size=4),
+       relu=st.booleans(), kind=st.sampled_from(["ks", "ofm"]), which=st.integers(0, 2), int8=st.booleans())
+def test_random_convs_split_run_equal_to_the_original(c_in, c_out, h, k, stride, dilation, pads, relu, kind, which, int8):
+    extent = dilation * (k - 1) + 1
+    if h + pads[0] + pads[2] < extent or h + pads[1] + pads[3] < extent:
+        return
+    model = conv_net(c_in, c_out, h, k, stride, dilation, pads, relu)
+    if int8:
+        model = onnx.load_from_string(_quantized(model.SerializeToString(), per_channel=which % 2 == 0))
+    h_out = (h + pads[0] + pads[2] - extent) // stride + 1
+    if (kind == "ofm" and h_out < 2) or (kind == "ks" and c_out <= XBAR):
+        return
+    got, expected, _ = split_run(model, _kind(kind, which))
+    if int8:
+        assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+    else:
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_int8_qdq_ks_and_ofm_are_bit_identical():
+    for per_channel in (True, False):
+        model = onnx.load_from_string(_quantized(cnn().SerializeToString(), per_channel))
+        for choose in (_kind("ks"), _kind("ofm", 2)):
+            got, expected, built = split_run(model, choose)
+            assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
