@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def _from_model(args: argparse.Namespace) -> tuple[dict[str, Any], float]:
     from cimsplit.passes.emit.explanation import explanation_to_json
     from cimsplit.passes.pipeline import cost_model, explain_placement, place_model
 
-    options = SOLVER.parse(args)
+    options = replace(SOLVER.parse(args), slicing="off")  # explanations are of whole-operator placements
     compile_options = HardwareArgs.compile_options(args, options)
     costed = cost_model(ModelArgs.parse(args), HardwareArgs.parse(args), compile_options)
     plan = place_model(costed, compile_options).result

@@ -251,10 +251,6 @@ def slice_costs(model: onnx.ModelProto, workload: Workload, costs: Costs, kinds:
             continue
         graph_in = op.graph_input_elements > 0 and not paper_exact
 
-        def part(n_in: int, n_mvm: int, n_out: int) -> Operator:
-            return replace(op, n_in=n_in, n_mvm=n_mvm, n_out=n_out, in_bytes=_scaled(op.in_bytes, n_in, op.n_in),
-                           out_bytes=_scaled(op.out_bytes, n_out, op.n_out))
-
         def crossing(elements: int, natural: int | None, total: int) -> float:
             return transfer_ns(moved_bytes(elements, _scaled(natural, elements, total), hw), hw)
 
@@ -263,7 +259,7 @@ def slice_costs(model: onnx.ModelProto, workload: Workload, costs: Costs, kinds:
         if "ks" in kinds and shape.ks_axis is not None:
             for m_cim in _ks_splits(op.m, hw.crossbar_rows):
                 n_out_cim = op.n_out * m_cim // op.m
-                t_cim = cim_latency_ns(part(op.n_in, op.n_mvm, n_out_cim), hw)
+                t_cim = cim_latency_ns(_part(op, op.n_in, op.n_mvm, n_out_cim), hw)
                 assert t_cim is not None
                 out.append(SliceCost(
                     operator=op.name, kind="ks", split=m_cim, t_host_ns=cost.t_host_ns * (op.m - m_cim) / op.m,
@@ -279,7 +275,7 @@ def slice_costs(model: onnx.ModelProto, workload: Workload, costs: Costs, kinds:
                 (a0, a1, _, _), (b0, b1, _, _) = ofm_bands(g, r)
                 in_cim, in_host = op.n_in * (a1 - a0) // g.h_in, op.n_in * (b1 - b0) // g.h_in
                 n_out_cim = op.n_out * r // g.h_out
-                t_cim = cim_latency_ns(part(in_cim, op.n_mvm * r // g.h_out, n_out_cim), hw)
+                t_cim = cim_latency_ns(_part(op, in_cim, op.n_mvm * r // g.h_out, n_out_cim), hw)
                 assert t_cim is not None
                 out.append(SliceCost(
                     operator=op.name, kind="ofm", split=r, t_host_ns=cost.t_host_ns * (g.h_out - r) / g.h_out,
@@ -289,6 +285,12 @@ def slice_costs(model: onnx.ModelProto, workload: Workload, costs: Costs, kinds:
                     t_in_host_ns=crossing(in_host, op.in_bytes, op.n_in),
                     t_graph_in_ns=crossing(in_cim, op.in_bytes, op.n_in) if graph_in else 0.0))
     return tuple(out)
+
+
+def _part(op: Operator, n_in: int, n_mvm: int, n_out: int) -> Operator:
+    """``op`` cut to a slice of ``n_in`` input and ``n_out`` output elements and ``n_mvm`` MVMs (eq. 2-3 read these)."""
+    return replace(op, n_in=n_in, n_mvm=n_mvm, n_out=n_out, in_bytes=_scaled(op.in_bytes, n_in, op.n_in),
+                   out_bytes=_scaled(op.out_bytes, n_out, op.n_out))
 
 
 def _scaled(natural_bytes: int | None, elements: int, total: int) -> int | None:

@@ -216,8 +216,11 @@ def _costs(spec: ModelSpec, hardware: Hardware, options: CompileOptions) -> Stag
 
 
 def _placement(options: CompileOptions) -> Stage:
+    # Explanations are of whole-operator placements: --explain compiles without slicing.
+    solve = replace(options.solve, slicing="off") if options.explain else options.solve
+
     def run(costed: CostedModel) -> PlacedModel:
-        result = place(costed.problem, options.solve)
+        result = place(costed.problem, solve)
         if costed.warnings:  # operators without a host latency: plan.json says so
             result = replace(result, warnings=(*costed.warnings, *result.warnings))
         loaded = costed.loaded

@@ -19,8 +19,8 @@ import numpy as np
 import onnx
 
 from cimsplit.passes.placement.result import PlacementResult
-from cimsplit.passes.placement.stream.tasks import PeriodicSchedule
 from cimsplit.passes.placement.slicing import expanded_view
+from cimsplit.passes.placement.stream.tasks import PeriodicSchedule
 from cimsplit.passes.rewrite.partitions import SplitPlan
 from cimsplit.runtime.plan import (
     PLAN_VERSION,

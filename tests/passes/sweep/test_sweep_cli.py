@@ -136,7 +136,9 @@ def test_every_row_is_what_cimsplit_partition_gives_for_that_point(inputs, tmp_p
         assert row["cpu_only_ns"] == alone["cpu_only_ns"]
         assert row["speedup"] == pytest.approx(alone["speedup"], rel=2e-6)
         assert row["ops_on_cim"] == alone["operators_on_cim"]
-        assert row["ops_on_cim"] + row["ops_on_host"] == len(alone["operators"]) == alone["solver"]["n_operators"]
+        assert row["ops_on_cim"] + row["ops_on_host"] + row["ops_sliced"] == len(alone["operators"]) \
+            == alone["solver"]["n_operators"]
+        assert row["ops_sliced"] == alone.get("operators_sliced", 0)
         assert row["crossbars_used"] == alone["crossbars_used"] <= row["crossbars"]
         assert (row["solver"], row["n_variables"], row["n_constraints"]) == (
             alone["solver"]["name"], alone["solver"]["n_variables"], alone["solver"]["n_constraints"])
