@@ -28,8 +28,9 @@ compute-bound, so their time is close to linear in the MACs (the fixed cost
 of one kernel call is not modelled).  Join: the Concat on the host, modelled
 as a copy that reads and writes the output once at :data:`HOST_COPY_BYTES_PER_S`.
 Transfers: :func:`~cimsplit.compiler.costs.transfer_ns` of the bytes that
-cross (KS: the whole input, as the unsliced edge; OFM: each part's band; the
-CIM part's output back to the host).
+cross, with the slice's row bursts (:func:`~cimsplit.compiler.costs.row_bursts`,
+counted only under the burst bus model) -- KS: the whole input, as the unsliced
+edge; OFM: each part's band; the CIM part's output back to the host.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from dataclasses import dataclass, replace
 import onnx
 
 from cimsplit.compiler.constants import constant_tensors
-from cimsplit.compiler.costs import Costs, cim_latency_ns, crossbars_needed, moved_bytes, transfer_ns
+from cimsplit.compiler.costs import Costs, cim_latency_ns, crossbars_needed, moved_bytes, row_bursts, transfer_ns
 from cimsplit.compiler.simplify import tensor_shapes
 from cimsplit.compiler.workload import Operator, Workload
 
@@ -251,8 +252,14 @@ def slice_costs(model: onnx.ModelProto, workload: Workload, costs: Costs, kinds:
             continue
         graph_in = op.graph_input_elements > 0 and not paper_exact
 
-        def crossing(elements: int, natural: int | None, total: int) -> float:
-            return transfer_ns(moved_bytes(elements, _scaled(natural, elements, total), hw), hw)
+        in_shape, out_shape = tuple(shapes.get(shape.entry) or ()), tuple(shapes.get(shape.exit) or ())
+
+        def crossing(part_shape: tuple[int, ...], natural: int | None, total: int) -> float:
+            """eq. 4 (and its bursts, under the burst bus model) for a slice of a tensor of ``total`` elements."""
+            elements = math.prod(part_shape)
+            size = moved_bytes(elements, _scaled(natural, elements, total), hw)
+            bursts = row_bursts(part_shape, size // elements if elements else 1, hw.burst_bytes)
+            return transfer_ns(size, hw, bursts)
 
         out_total_bytes = op.out_bytes if op.out_bytes is not None else 4 * op.n_out
         t_join = 2 * out_total_bytes / HOST_COPY_BYTES_PER_S * 1e9
@@ -264,8 +271,9 @@ def slice_costs(model: onnx.ModelProto, workload: Workload, costs: Costs, kinds:
                 out.append(SliceCost(
                     operator=op.name, kind="ks", split=m_cim, t_host_ns=cost.t_host_ns * (op.m - m_cim) / op.m,
                     t_cim_ns=t_cim, crossbars=crossbars_needed(m_cim, op.n, hw), t_join_ns=t_join,
-                    t_back_ns=crossing(n_out_cim, op.out_bytes, op.n_out), t_in_cim_ns=None, t_in_host_ns=None,
-                    t_graph_in_ns=crossing(op.n_in, op.in_bytes, op.n_in) if graph_in else 0.0))
+                    t_back_ns=crossing(_resized(out_shape, shape.out_axis, m_cim), op.out_bytes, op.n_out),
+                    t_in_cim_ns=None, t_in_host_ns=None,
+                    t_graph_in_ns=crossing(in_shape, op.in_bytes, op.n_in) if graph_in else 0.0))
         if "ofm" in kinds and op.op_type == "Conv":
             g = conv_geometry(shape.anchor, shapes)
             x_shape = shapes.get(shape.anchor.input[0])
@@ -273,17 +281,24 @@ def slice_costs(model: onnx.ModelProto, workload: Workload, costs: Costs, kinds:
                 continue
             for r in _ofm_splits(g.h_out):
                 (a0, a1, _, _), (b0, b1, _, _) = ofm_bands(g, r)
-                in_cim, in_host = op.n_in * (a1 - a0) // g.h_in, op.n_in * (b1 - b0) // g.h_in
+                in_cim = op.n_in * (a1 - a0) // g.h_in
                 n_out_cim = op.n_out * r // g.h_out
                 t_cim = cim_latency_ns(_part(op, in_cim, op.n_mvm * r // g.h_out, n_out_cim), hw)
                 assert t_cim is not None
                 out.append(SliceCost(
                     operator=op.name, kind="ofm", split=r, t_host_ns=cost.t_host_ns * (g.h_out - r) / g.h_out,
                     t_cim_ns=t_cim, crossbars=cost.crossbars, t_join_ns=t_join,
-                    t_back_ns=crossing(n_out_cim, op.out_bytes, op.n_out),
-                    t_in_cim_ns=crossing(in_cim, op.in_bytes, op.n_in),
-                    t_in_host_ns=crossing(in_host, op.in_bytes, op.n_in),
-                    t_graph_in_ns=crossing(in_cim, op.in_bytes, op.n_in) if graph_in else 0.0))
+                    t_back_ns=crossing(_resized(out_shape, 2, r), op.out_bytes, op.n_out),
+                    t_in_cim_ns=crossing(_resized(in_shape, 2, a1 - a0), op.in_bytes, op.n_in),
+                    t_in_host_ns=crossing(_resized(in_shape, 2, b1 - b0), op.in_bytes, op.n_in),
+                    t_graph_in_ns=crossing(_resized(in_shape, 2, a1 - a0), op.in_bytes, op.n_in) if graph_in else 0.0))
+    return tuple(out)
+
+
+def _resized(shape: tuple[int, ...], axis: int, size: int) -> tuple[int, ...]:
+    """``shape`` with dimension ``axis`` set to ``size`` (the slice of a tensor along that axis)."""
+    out = list(shape)
+    out[axis] = size
     return tuple(out)
 
 

@@ -304,3 +304,21 @@ def qdq_fork(activations: type = np.uint8) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+# x[1,3,8,8] -> conv: Conv 3->8 3x3 pad 1 -> relu -> flatten -> fc: Gemm transB=1 (12 x 512) -> y[1,12]
+# (node names fixed; on 4x4 crossbars both conv and fc have a KS split at 4 channels, conv OFM splits)
+def sliceable_cnn() -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w", (8, 3, 3, 3)), ("b", (8,)), ("fw", (12, 512)), ("fb", (12,)))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1)]
+    graph = helper.make_graph(nodes, "sliceable", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model

@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from _profiles import table_profile
+from graphs import sliceable_cnn as cnn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -60,18 +61,6 @@ def conv_net(c_in: int, c_out: int, h: int, k: int, stride: int, dilation: int, 
     w_out = (h + pads[1] + pads[3] - dilation * (k - 1) - 1) // stride + 1
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c_in, h, h])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c_out, h_out, w_out])], [w, b])
-
-
-def cnn() -> onnx.ModelProto:
-    rng = np.random.default_rng(1)
-    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
-             for n, s in (("w", (8, 3, 3, 3)), ("b", (8,)), ("fw", (12, 512)), ("fb", (12,)))]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"], name="relu"),
-             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
-             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1)]
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])], inits)
 
 
 def matmul_net() -> onnx.ModelProto:
