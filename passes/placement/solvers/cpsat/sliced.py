@@ -223,7 +223,9 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
 
     proto = m.Proto()
     solver = cp_model.CpSolver()
-    cp_options = CpSatOptions.from_solve_options(options)
+    # One worker unless told otherwise: the interleaved search then picks the same optimum among equal
+    # ones in `partition` and in a sweep's points (which solve single-threaded).
+    cp_options = CpSatOptions.from_solve_options(options, threads=options.threads or 1)
     _configure(solver, cp_options, cp_options.threads, max(0.05, options.time_limit_s - (time.perf_counter() - begin)))
     code = solver.Solve(m)
     elapsed = time.perf_counter() - begin
