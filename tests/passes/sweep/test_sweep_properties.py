@@ -46,7 +46,8 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_paper_grid_properties_at_small_image_size(tmp_path: Path) -> None:
-    spec = SweepSpec(models=("resnet18", "mobilenet_v2"), image_size=32)  # x86 = this machine, paper grid
+    # Whole operators: the properties need proven optima, which the sliced solve does not always reach in time.
+    spec = SweepSpec(models=("resnet18", "mobilenet_v2"), image_size=32, slicing="off")  # x86 = this machine
     outcome = run_sweep(spec, tmp_path, workers=1, reports=False)
     assert len(outcome.rows) == 2 * 4 * 4
     check_properties(outcome.rows)
@@ -54,5 +55,5 @@ def test_paper_grid_properties_at_small_image_size(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_paper_grid_properties_at_full_size(tmp_path: Path) -> None:
-    outcome = run_sweep(SweepSpec(models=("resnet18", "mobilenet_v2")), tmp_path, reports=False)
+    outcome = run_sweep(SweepSpec(models=("resnet18", "mobilenet_v2"), slicing="off"), tmp_path, reports=False)
     check_properties(outcome.rows)
