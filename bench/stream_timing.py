@@ -58,8 +58,9 @@ def load_average() -> str:
 
 def compile_plan(model: Path, out: Path, crossbars: int, objective: str, time_limit: float) -> str | None:
     """`cimsplit compile` in this process: None when it succeeds, else its last error line."""
+    # Whole operators, both objectives: a sliced latency plan reports no stream period to compare with.
     flags = ["compile", str(model), "-o", str(out), "--crossbars", str(crossbars), "--mvm-latency", "50ns",
-             "--time-limit", str(time_limit)]
+             "--time-limit", str(time_limit), "--slicing", "off"]
     if objective != "latency":
         flags += ["--objective", objective]
     err = io.StringIO()
