@@ -23,8 +23,12 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cimsplit.cli.args import HardwareArgs, ModelArgs, OutputArgs, SolverArgs
+
+if TYPE_CHECKING:
+    from cimsplit.runtime.piece_costs import HostPieces
 
 OUTPUT = OutputArgs("directory", required=True, help="output directory", force_help="replace DIR if it exists and is not empty")
 SOLVER = SolverArgs(stream=True)
@@ -41,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--explain", action="store_true",
                         help="also write explain.json and stamp the reasons on annotated.onnx (one re-solve per "
                              "CIM-capable operator and per budget where the placement changes)")
+    parser.add_argument("--measure-pieces", action="store_true",
+                        help="after the split, run the plan on this machine with the CIM and bus emulated, measure "
+                             "each host piece's CPU time where the runtime runs it, and record in plan.json the "
+                             "latency and period predicted with those costs (host_pieces)")
+    parser.add_argument("--measure-frames", type=int, default=20, metavar="N",
+                        help="frames of the measuring stream with --measure-pieces (default 20; single frames: 10)")
     HardwareArgs.add_to_parser(parser)
     SOLVER.add_to_parser(parser)
     parser.set_defaults(func=run)
@@ -48,9 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.units import format_time_ns
+    from cimsplit.errors import CimsplitError
     from cimsplit.passes.emit.artifacts import write_artifacts
     from cimsplit.passes.pipeline import compile_model
 
+    if args.measure_frames < 2:
+        raise CimsplitError(f"--measure-frames must be at least 2, got {args.measure_frames}", hint="e.g. --measure-frames 20")
     solve = SOLVER.parse(args)
     output = OUTPUT.parse(args, protect=[args.model])  # fail before the expensive part
     hardware = HardwareArgs.parse(args)
@@ -63,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     out_dir = output.path
     assert out_dir is not None  # -o is required
     write_artifacts(out_dir, compiled.artifacts, force=output.force, protect=(Path(spec.path),))
+    measured = _measure_pieces(out_dir, args.measure_frames) if args.measure_pieces else None
 
     plan = compiled.artifacts.plan
     parts = plan.partitions
@@ -83,9 +97,26 @@ def run(args: argparse.Namespace) -> int:
     total_bytes = sum(t.bytes for t in plan.transfers)
     print(f"transfers: {len(plan.transfers)}, {total_bytes} bytes, "
           f"{format_time_ns(sum(t.latency_ns for t in plan.transfers))} on the bus")
+    if measured is not None:
+        for what, timing in (("latency", measured.latency), ("period", measured.stream)):
+            if timing is not None:
+                print(f"host pieces measured here: {len(timing.pieces)} pieces, {timing.measured_over_modeled:.2f}x their "
+                      f"per-operator costs; {what} predicted with them {format_time_ns(timing.predicted_ns)} "
+                      f"(per-operator costs: {format_time_ns(timing.ops_predicted_ns)}, plan {format_time_ns(timing.plan_ns)})")
     explanation = compiled.placed.explanation
     print("files: annotated.onnx, " + ", ".join(p.file for p in parts) + ", partitioned.onnx, plan.json, trace.json"
           + ("" if explanation is None else ", explain.json"))
     if explanation is not None:
         print(f"explained in {explanation.time_s:.2f} s ({explanation.solves} solves): `cimsplit explain {out_dir}`")
     return 0
+
+
+def _measure_pieces(out_dir: Path, frames: int) -> HostPieces:
+    """Measure the written plan's host pieces on this machine and record them in its plan.json."""
+    from cimsplit.runtime import Session
+    from cimsplit.runtime.piece_costs import measure_host_pieces, write_host_pieces
+
+    with Session(out_dir, cim_timing="modeled") as session:
+        measured = measure_host_pieces(session, repeat=10, frames=frames)
+    write_host_pieces(out_dir, measured)
+    return measured

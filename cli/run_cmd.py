@@ -37,6 +37,7 @@ import numpy as np
 
 from cimsplit.errors import CimsplitError
 from cimsplit.files import write_atomic
+from cimsplit.runtime.piece_costs import host_pieces_of
 from cimsplit.runtime.plan import dumps
 from cimsplit.runtime.session import CIM_TIMINGS
 
@@ -317,17 +318,26 @@ def _timed_latency(session, feeds: dict[str, np.ndarray], repeat: int) -> dict[s
     latencies = sorted(session.measure_latency(feeds).latencies_ns[0] for _ in range(repeat))
     median = float(np.median(latencies))
     modeled = session.timeline.makespan_ns  # the plan's schedule replayed for one frame alone
+    pieces = host_pieces_of(session.manifest.plan.report)
+    result = {"measured": median, "modeled": modeled}
+    which = "one frame alone"
+    if pieces is not None:  # compiled with --measure-pieces: host costs measured where the runtime runs them
+        result = {"measured": median, "modeled": pieces.latency.predicted_ns, "modeled_per_operator": modeled}
+        which += f", host pieces measured on {pieces.cpu}; per-operator costs {_fmt_ns(modeled)}"
     print(f"measured latency (modeled CIM timing): median {_fmt_ns(median)} of {repeat} frames "
-          f"(min {_fmt_ns(latencies[0])}, max {_fmt_ns(latencies[-1])}); modeled {_fmt_ns(modeled)} "
-          f"(one frame alone); "
-          f"measured/modeled {_ratio(median, modeled)}")
-    return {"measured": median, "modeled": modeled}
+          f"(min {_fmt_ns(latencies[0])}, max {_fmt_ns(latencies[-1])}); modeled {_fmt_ns(result['modeled'])} "
+          f"({which}); measured/modeled {_ratio(median, result['modeled'])}")
+    return result
 
 
 def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.ndarray], frames: int) -> dict[str, float | None]:
     """A stream of ``frames`` with the CIM emulated: frames/s and the steady-state period beside the plan's."""
     run = session.measure_stream([feeds] * frames, warm_up=True)
     modeled = session.manifest.plan.period_ns
+    pieces = host_pieces_of(session.manifest.plan.report)
+    per_operator = modeled
+    if pieces is not None and pieces.stream is not None:  # compiled with --measure-pieces
+        modeled = pieces.stream.predicted_ns
     measured = run.period_ns if frames > 1 else run.wall_ns
     print(f"streamed (modeled CIM timing): {frames} frames, {session.frames_in_flight} in flight, "
           f"{frames / run.wall_ns * 1e9:.1f} frames/s overall"
@@ -336,9 +346,14 @@ def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.nd
     which = (f"spacing of the finishes of frames {m}..{frames - 1 - m}, leaving out fill and drain; "
              f"(last - first finish) / (frames - 1) = {_fmt_ns(run.period_end_to_end_ns)}") if frames > 1 else "one frame's latency"
     print(f"measured period {_fmt_ns(measured)} [{which}]; plan period "
-          f"{_fmt_ns(modeled) if modeled else 'n/a (a plan written before streams: recompile)'}; "
-          f"measured/modeled {_ratio(measured, modeled)}")
+          f"{_fmt_ns(modeled) if modeled else 'n/a (a plan written before streams: recompile)'}"
+          + (f" (host pieces measured on {pieces.cpu}; per-operator costs {_fmt_ns(per_operator)})"
+             if modeled != per_operator and per_operator else "")
+          + f"; measured/modeled {_ratio(measured, modeled)}")
     exact = is_quantized(session.manifest.model_path) if Path(session.manifest.model_path).is_file() else False
     same = all(equal for out in run.outputs for _, _, _, equal in compare(out, single, exact))
     print(f"stream outputs equal the single-frame outputs frame by frame: {'yes' if same else 'NO'}")
-    return {"measured": measured, "modeled": modeled, "outputs_equal": same}
+    result: dict[str, float | None] = {"measured": measured, "modeled": modeled, "outputs_equal": same}
+    if modeled != per_operator:
+        result["modeled_per_operator"] = per_operator
+    return result

@@ -28,7 +28,6 @@ import json
 import logging
 import math
 import os
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,6 +41,7 @@ from cimsplit.compiler.units import format_time_ns
 from cimsplit.compiler.workload import Workload
 from cimsplit.errors import CimsplitError
 from cimsplit.files import write_atomic
+from cimsplit.machine import cpu_model
 
 __all__ = [
     "FORMAT_VERSION",
@@ -353,19 +353,6 @@ def check_fingerprint(profile: HostProfile, fingerprint: str) -> None:
             f"but this model's fingerprint is {fingerprint}",
             hint="profile this model with `cimsplit profile MODEL -o FILE`",
         )
-
-
-def cpu_model() -> str:
-    """The CPU's model string (/proc/cpuinfo), else what ``platform`` knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                if key.strip() in ("model name", "Hardware", "Model") and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def _count(data: dict[str, Any], key: str, where: str, least: int, default: int | None = None) -> int:

@@ -58,6 +58,7 @@ from tqdm import tqdm
 
 from cimsplit.compiler.kernel_attribution import Region, attribute_kernels, split_region_times
 from cimsplit.errors import CimsplitError
+from cimsplit.machine import load_average
 from cimsplit.ort_logging import ort_log_severity
 
 __all__ = ["LEVELS", "NodeStats", "Measurement", "measure", "optimized_model", "random_inputs"]
@@ -129,7 +130,7 @@ def measure(
         raise CimsplitError(f"unknown profiling level {level!r}", hint=f"use one of {', '.join(LEVELS)}")
     feeds = random_inputs(model, input_shapes or {}, seed)
     payload = model.SerializeToString()
-    load_before = _load_average()
+    load_before = load_average()
     folder = tempfile.mkdtemp(prefix="cimsplit-profile-")
     try:
         profiled: dict[str, ort.InferenceSession] = {}
@@ -170,7 +171,7 @@ def measure(
     nodes = _node_stats(model, per_run)
     medians = {key: float(np.median(values)) for key, values in times_ns.items()}
     return Measurement(nodes=nodes, model_median_ns=medians, level=level, load_average_before=load_before,
-                       load_average_after=_load_average(), kernels=kernels)
+                       load_average_after=load_average(), kernels=kernels)
 
 
 def optimized_model(model: onnx.ModelProto, level: str = "all", threads: int = 1) -> onnx.ModelProto:
@@ -258,14 +259,6 @@ def _run(session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> None:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _load_average() -> tuple[float, float, float]:
-    try:
-        one, five, fifteen = os.getloadavg()
-    except OSError:  # not every platform has one
-        return (0.0, 0.0, 0.0)
-    return (round(one, 2), round(five, 2), round(fifteen, 2))
 
 
 def _load_optimized(path: str) -> onnx.ModelProto:

@@ -55,6 +55,8 @@ __all__ = ["ExecSchedule", "TimedRun", "TimedExecutor"]
 _ATOL, _RTOL = 1e-4, 1e-3
 _VERIFY_BYTES = 256 * 2**20
 """Tensors sent to the CIM are kept for the check after the run up to this many bytes (the first frames')."""
+_NOTHING = np.zeros(0, dtype=np.float32)
+"""Every tensor of a dry run (nothing is computed)."""
 
 
 @dataclass(frozen=True)
@@ -193,14 +195,30 @@ class TimedExecutor:
         moved = {tr.tensor for tr in self._transfers}
         return {t: v for t, v in values.items() if t in moved}
 
+    def _nothing(self) -> dict[str, np.ndarray]:
+        """A dry run's stand-in for one frame's transferred tensors."""
+        return dict.fromkeys((tr.tensor for tr in self._transfers), _NOTHING)
+
     # --------------------------------------------------------------- timing
-    def run(self, stream: Sequence[Mapping[str, np.ndarray]]) -> TimedRun:
-        """Run ``stream`` (checked feeds, one mapping per frame); outputs in frame order."""
+    @property
+    def pieces(self) -> tuple[Piece, ...]:
+        """The host pieces, in schedule order."""
+        return tuple(hp.piece for hp in self._pieces)
+
+    def run(self, stream: Sequence[Mapping[str, np.ndarray]], host_ns: Mapping[str, float] | None = None) -> TimedRun:
+        """Run ``stream`` (checked feeds, one mapping per frame); outputs in frame order.
+
+        ``host_ns`` (piece name -> ns) makes it a dry run: nothing is computed
+        and nobody waits; each host piece takes the time given on a virtual
+        clock starting at 0, so the run is the executor's own timing rules
+        applied to those host costs (a prediction; outputs are empty).
+        """
         n = len(stream)
+        dry = host_ns is not None
         ahead_of: dict[int, dict[str, np.ndarray]] = {}
         for feeds in stream:
             if id(feeds) not in ahead_of:
-                ahead_of[id(feeds)] = self._ahead(feeds)
+                ahead_of[id(feeds)] = self._nothing() if dry else self._ahead(feeds)
         ahead = [ahead_of[id(feeds)] for feeds in stream]
         sched = self.schedule
         k_frames = max(1, sched.frames_in_flight)
@@ -210,7 +228,8 @@ class TimedExecutor:
         values: list[dict[str, np.ndarray]] = [dict(feeds) for feeds in stream]
         received: list[tuple[int, str, np.ndarray]] = []
         host_tasks: list[EmulatedTask] = []
-        t0 = float(now_ns())
+        t0 = 0.0 if dry else float(now_ns())
+        host_free = t0
         readers = [dict(self._host_readers) for _ in range(n)]
 
         def release(f: int, t: str) -> None:
@@ -225,11 +244,17 @@ class TimedExecutor:
 
         for f, hp in self._host_order(ev, n):
             ready = ev.latest(self._deps(f, hp))
-            start = sleep_until_ns(ready)
-            cpu = time.thread_time_ns()
-            out = hp.kernel.run({t: values[f][t] for t in hp.piece.inputs})  # type: ignore[attr-defined]
-            finish = float(now_ns())
-            cpu = time.thread_time_ns() - cpu
+            if dry:
+                start = max(ready, host_free)
+                cpu = host_ns[hp.piece.name]  # type: ignore[index]
+                host_free = finish = start + cpu
+                out = dict.fromkeys(hp.piece.outputs, _NOTHING)
+            else:
+                start = sleep_until_ns(ready)
+                cpu = time.thread_time_ns()
+                out = hp.kernel.run({t: values[f][t] for t in hp.piece.inputs})  # type: ignore[attr-defined]
+                finish = float(now_ns())
+                cpu = time.thread_time_ns() - cpu
             values[f].update((t, out[t]) for t in hp.piece.outputs)
             host_tasks.append(EmulatedTask("host", hp.piece.name, f, ready, float(start), finish, hp.piece.duration_ns, cpu))
             for t in hp.piece.inputs:
@@ -245,9 +270,12 @@ class TimedExecutor:
         if missing:
             raise RuntimeError(f"frames {missing[:5]} never finish: the plan's schedule does not bring all outputs to the host")
         finished = [ev.time[("done", f)] for f in range(n)]
-        sleep_until_ns(max(finished))
-        outputs = [{o: np.array(values[f][o], copy=True) for o in self._outputs} for f in range(n)]
-        self._verify(received, ahead)
+        if dry:
+            outputs: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
+        else:
+            sleep_until_ns(max(finished))
+            outputs = [{o: np.array(values[f][o], copy=True) for o in self._outputs} for f in range(n)]
+            self._verify(received, ahead)
         tasks = tuple(sorted(host_tasks + self._cim.records + bus.records, key=lambda t: (t.start_ns, t.frame)))
         return TimedRun(outputs, [ev.time[("admit", f)] for f in range(n)], finished, tasks)
 

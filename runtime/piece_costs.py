@@ -1,0 +1,199 @@
+"""Host costs measured as the runtime runs them, and the plan's timing re-predicted with them (DESIGN §6).
+
+The plan times host operators with per-operator costs profiled in the whole
+model.  The timed runtime runs host partitions cut into pieces
+(:func:`cimsplit.runtime.steps.host_pieces`), each its own onnxruntime
+session, whose inputs come from the CIM or, in a deep pipeline, were made
+many frames earlier: every piece pays a ``session.run`` of its own, its own
+graph (NCHWc reorders at its boundaries, no fusion across them) and inputs
+that are no longer in the caches.  On YOLOv5n at 640 px that made the host
+work of a frame 1.3-1.5x (stream) and up to 1.9x (one frame at a time) what
+the per-operator costs say (``bench/results/host_pieces_diagnosis.txt``).
+
+:func:`measure_host_pieces` measures each piece where it runs: the CPU time
+of the host thread (``time.thread_time``, which a neighbour's preemption does
+not inflate) per call, median over ``repeat`` single frames (the latency
+schedule's pieces) and over a stream of ``frames`` frames (the stream
+schedule's pieces, with the plan's frames in flight), each after an untimed
+warm-up pass.  The prediction is then the timed executor's own rules (host
+in the schedule's order, CIM and bus emulated, frames admitted
+``frames_in_flight`` at a time) in a dry run with those costs
+(:meth:`~cimsplit.runtime.timed.TimedExecutor.run` with ``host_ns``): one
+frame's latency and the stream's steady-state period.  The same dry run with
+the per-operator costs is recorded beside it, so the plan says how much of
+the difference is the runtime's rules (a piece hands its outputs over when
+it ends) and how much the measured costs.
+
+``cimsplit compile --measure-pieces`` writes the result into plan.json's
+``host_pieces`` section (:class:`HostPieces`); ``run --cim-timing modeled``
+then holds measured times against it.  Measured on the machine that runs
+the host, stated in the plan with its CPU, onnxruntime version and load
+average.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from cimsplit.files import write_atomic
+from cimsplit.machine import cpu_model, load_average
+from cimsplit.runtime.plan import dumps
+from cimsplit.runtime.timed import TimedExecutor, TimedRun
+
+__all__ = ["PieceCost", "PieceTiming", "HostPieces", "measure_host_pieces", "write_host_pieces", "host_pieces_of",
+           "SECTION"]
+
+SECTION = "host_pieces"
+"""plan.json's key for :class:`HostPieces`."""
+
+
+@dataclass(frozen=True)
+class PieceCost:
+    """One host piece: its operators' summed per-operator cost and its measured CPU time per call."""
+
+    name: str
+    operators: tuple[str, ...]
+    modeled_ns: float
+    measured_ns: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "operators": list(self.operators), "modeled_ns": float(self.modeled_ns),
+                "measured_ns": float(self.measured_ns)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PieceCost:
+        return cls(str(data["name"]), tuple(data["operators"]), float(data["modeled_ns"]), float(data["measured_ns"]))
+
+
+@dataclass(frozen=True)
+class PieceTiming:
+    """One schedule's pieces and what the executor's rules predict with each kind of host cost."""
+
+    pieces: tuple[PieceCost, ...]
+    predicted_ns: float
+    """Latency (one frame) or period (stream) with the measured piece costs."""
+    ops_predicted_ns: float
+    """The same with the per-operator costs (each piece: the sum of its operators')."""
+    plan_ns: float
+    """The plan's own prediction (its makespan replayed, or ``period_ns``)."""
+
+    @property
+    def measured_over_modeled(self) -> float:
+        """Summed measured piece costs over their summed per-operator costs."""
+        modeled = sum(p.modeled_ns for p in self.pieces)
+        return sum(p.measured_ns for p in self.pieces) / modeled if modeled else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pieces": [p.to_json() for p in self.pieces], "predicted_ns": float(self.predicted_ns),
+                "ops_predicted_ns": float(self.ops_predicted_ns), "plan_ns": float(self.plan_ns)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PieceTiming:
+        return cls(tuple(PieceCost.from_json(p) for p in data["pieces"]), float(data["predicted_ns"]),
+                   float(data["ops_predicted_ns"]), float(data["plan_ns"]))
+
+
+@dataclass(frozen=True)
+class HostPieces:
+    """plan.json's ``host_pieces``: where the host pieces were measured, and the timing predicted with them."""
+
+    latency: PieceTiming
+    stream: PieceTiming | None
+    repeat: int
+    frames: int
+    cpu: str
+    ort_version: str
+    load_average_before: tuple[float, float, float]
+    load_average_after: tuple[float, float, float]
+    source: str = "host pieces measured in the runtime: CPU time of the host thread per call, median"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "latency": self.latency.to_json(),
+                "stream": None if self.stream is None else self.stream.to_json(), "repeat": self.repeat,
+                "frames": self.frames, "cpu": self.cpu, "ort_version": self.ort_version,
+                "load_average_before": list(self.load_average_before), "load_average_after": list(self.load_average_after)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HostPieces:
+        stream = data.get("stream")
+        return cls(PieceTiming.from_json(data["latency"]), None if stream is None else PieceTiming.from_json(stream),
+                   int(data["repeat"]), int(data["frames"]), str(data["cpu"]), str(data["ort_version"]),
+                   _triple(data["load_average_before"]), _triple(data["load_average_after"]), str(data["source"]))
+
+
+def host_pieces_of(report: Mapping[str, Any]) -> HostPieces | None:
+    """The ``host_pieces`` section of a plan's report (:attr:`cimsplit.runtime.plan.Plan.report`), if any."""
+    data = report.get(SECTION)
+    return None if data is None else HostPieces.from_json(data)
+
+
+def predict(executor: TimedExecutor, stream: Sequence[Mapping[str, np.ndarray]], host_ns: Mapping[str, float]) -> TimedRun:
+    """A dry run of ``executor`` with the host pieces taking ``host_ns`` (piece name -> ns)."""
+    return executor.run(stream, host_ns=host_ns)
+
+
+def _timing(executor: TimedExecutor, runs: Sequence[TimedRun], stream: Sequence[Mapping[str, np.ndarray]],
+            plan_ns: float, period: bool) -> PieceTiming:
+    cpu: dict[str, list[float]] = {}
+    for run in runs:
+        for task in run.tasks:
+            if task.resource == "host":
+                cpu.setdefault(task.name, []).append(task.cpu_ns)
+    pieces = tuple(PieceCost(p.name, p.operators, p.duration_ns, statistics.median(cpu[p.name])) for p in executor.pieces)
+
+    def figure(run: TimedRun) -> float:
+        return (run.period_ns or 0.0) if period else run.latencies_ns[0]
+
+    measured = figure(predict(executor, stream, {p.name: p.measured_ns for p in pieces}))
+    modeled = figure(predict(executor, stream, {p.name: p.modeled_ns for p in pieces}))
+    return PieceTiming(pieces, measured, modeled, plan_ns)
+
+
+def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: int = 0) -> HostPieces:
+    """Measure the host pieces of ``session`` (a :class:`~cimsplit.runtime.session.Session` with modeled CIM
+    timing) and predict one frame's latency and, when the plan has a stream schedule, its period."""
+    rng = np.random.default_rng(seed)
+    feeds = session.check_feeds({s.name: _random(rng, s.dtype, s.shape) for s in session.input_specs})
+    before = load_average()
+    session.measure_latency(feeds, warm_up=True)
+    runs = [session.measure_latency(feeds) for _ in range(max(1, repeat))]
+    latency = _timing(session._executor("latency"), runs, [feeds], session.timeline.makespan_ns, period=False)
+    plan = session.manifest.plan
+    stream = None
+    if plan.stream is not None and plan.period_ns is not None:
+        frames = max(2, frames)
+        run = session.measure_stream([feeds] * frames, warm_up=True)
+        stream = _timing(session._executor("stream"), [run], [feeds] * frames, plan.period_ns, period=True)
+    return HostPieces(latency, stream, max(1, repeat), frames if stream else 0, cpu_model(), ort.__version__,
+                      before, load_average())
+
+
+def write_host_pieces(directory: str | Path, pieces: HostPieces) -> None:
+    """Put ``pieces`` into ``directory``/plan.json (atomically; the rest of the plan is kept as it is)."""
+    path = Path(directory) / "plan.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document[SECTION] = pieces.to_json()
+    write_atomic(path, dumps(document))
+
+
+def _random(rng: np.random.Generator, dtype: Any, shape: Sequence[Any]) -> np.ndarray:
+    dims = [int(d) for d in shape]
+    kind = np.dtype(dtype)
+    if kind.kind == "f":
+        return rng.standard_normal(dims).astype(kind)
+    if kind.kind == "b":
+        return rng.integers(0, 2, size=dims).astype(bool)
+    return rng.integers(0, 3, size=dims).astype(kind)
+
+
+def _triple(value: Sequence[Any]) -> tuple[float, float, float]:
+    a, b, c = (float(x) for x in value)
+    return (a, b, c)
