@@ -24,8 +24,14 @@ average is printed before and after, since neighbours on the machine inflate
 the host's real times and so the measured ones).  Saves the table under
 bench/results/stream_timing.txt (and .json).
 
+With ``--measure-pieces N`` each plan is compiled with ``--measure-pieces
+--measure-frames N`` (host pieces measured where the runtime runs them,
+``runtime/piece_costs.py``) and the table adds the period and latency predicted
+with those costs and the ratios against them.
+
     .venv/bin/python bench/stream_timing.py [--models resnet18,resnet50,yolov5n]
-        [--crossbars 25,100] [--frames 50] [--repeat 10] [--time-limit 60] [--out bench/results/stream_timing]
+        [--crossbars 25,100] [--frames 50] [--repeat 10] [--time-limit 60] [--measure-pieces N]
+        [--out bench/results/stream_timing]
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import onnx
 from cimsplit.cli import main as cimsplit
 from cimsplit.models import zoo
 from cimsplit.runtime import Session
+from cimsplit.runtime.piece_costs import host_pieces_of
 
 RESULTS = Path(__file__).resolve().parent / "results" / "stream_timing"
 
@@ -56,11 +63,16 @@ def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def compile_plan(model: Path, out: Path, crossbars: int, objective: str, time_limit: float) -> str | None:
-    """`cimsplit compile` in this process: None when it succeeds, else its last error line."""
+def compile_plan(model: Path, out: Path, crossbars: int, objective: str, time_limit: float,
+                 measure_frames: int = 0) -> str | None:
+    """`cimsplit compile` in this process: None when it succeeds, else its last error line.
+
+    ``measure_frames``: also ``--measure-pieces --measure-frames N`` (0: not)."""
     # Whole operators, both objectives: a sliced latency plan reports no stream period to compare with.
     flags = ["compile", str(model), "-o", str(out), "--crossbars", str(crossbars), "--mvm-latency", "50ns",
              "--time-limit", str(time_limit), "--slicing", "off"]
+    if measure_frames:
+        flags += ["--measure-pieces", "--measure-frames", str(measure_frames)]
     if objective != "latency":
         flags += ["--objective", objective]
     err = io.StringIO()
@@ -83,6 +95,7 @@ def measure(out: Path, frames: int, repeat: int) -> dict[str, float | int | bool
         latency = statistics.median(session.measure_latency(feeds).latencies_ns[0] for _ in range(repeat))
         run = session.measure_stream([feeds] * frames, warm_up=True)
         host = [t for t in run.tasks if t.resource == "host"]
+        pieces = host_pieces_of(plan.report)
         same = all(np.allclose(out[k], v, atol=1e-4, rtol=1e-3) for out in run.outputs for k, v in single.items())
         return {"modeled_latency_ns": session.timeline.makespan_ns, "measured_latency_ns": latency,
                 "stream_latency_ns": plan.stream.latency_ns if plan.stream else None,
@@ -92,7 +105,11 @@ def measure(out: Path, frames: int, repeat: int) -> dict[str, float | int | bool
                 "host_pieces": sum(1 for t in run.tasks if t.resource == "host" and t.frame == 0),
                 "host_wall_over_modeled": sum(t.finish_ns - t.start_ns for t in host) / sum(t.modeled_ns for t in host),
                 "host_cpu_over_modeled": sum(t.cpu_ns for t in host) / sum(t.modeled_ns for t in host),
-                "partitions": len(plan.partitions)}
+                "partitions": len(plan.partitions),
+                "pieces_latency_ns": pieces.latency.predicted_ns if pieces else None,
+                "pieces_period_ns": pieces.stream.predicted_ns if pieces and pieces.stream else None,
+                "pieces_ops_latency_ns": pieces.latency.ops_predicted_ns if pieces else None,
+                "pieces_ops_period_ns": pieces.stream.ops_predicted_ns if pieces and pieces.stream else None}
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -110,6 +127,9 @@ def main() -> int:
     parser.add_argument("--frames", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--measure-pieces", type=int, default=0, metavar="N",
+                        help="compile with --measure-pieces --measure-frames N and add the ratios against that "
+                             "prediction (P pcs, L pcs); 0: not (default)")
     parser.add_argument("--out", default=str(RESULTS), help="results path without suffix (.txt and .json)")
     args = parser.parse_args()
 
@@ -125,6 +145,8 @@ def main() -> int:
     say("x86, T_mvm 50 ns, host costs profiled on this machine now; times in ms; ratios measured/modeled")
     header = (f"{'model':<9} {'C':>4} {'plan':<10} {'P model':>9} {'improv':>7} {'P meas':>9} {'P ratio':>7} "
               f"{'K':>2} {'L model':>9} {'L meas':>9} {'L ratio':>7} {'pieces':>6} {'host':>5} {'cpu':>5} {'same':>4}")
+    if args.measure_pieces:
+        header += f" {'P pcs':>9} {'P ratio':>7} {'L pcs':>9} {'L ratio':>7}"
     say(header)
     rows = []
     with tempfile.TemporaryDirectory(prefix="cimsplit-stream-") as tmp:
@@ -136,7 +158,7 @@ def main() -> int:
                 periods: dict[str, float | None] = {}
                 for objective in ("latency", "throughput"):
                     out = Path(tmp) / f"{name}_{crossbars}_{objective}"
-                    error = compile_plan(model, out, crossbars, objective, args.time_limit)
+                    error = compile_plan(model, out, crossbars, objective, args.time_limit, args.measure_pieces)
                     if error:
                         say(f"{name:<9} {crossbars:>4} {objective:<10} compile failed: {error}")
                         continue
@@ -153,13 +175,19 @@ def main() -> int:
                         f"{row['frames_in_flight']:>2} {ms(row['modeled_latency_ns']):>9} {ms(row['measured_latency_ns']):>9} "  # type: ignore[arg-type]
                         f"{ratio(row['measured_latency_ns'], row['modeled_latency_ns']):>7} {row['host_pieces']:>6} "  # type: ignore[arg-type]
                         f"{row['host_wall_over_modeled']:>5.2f} {row['host_cpu_over_modeled']:>5.2f} "
-                        f"{'yes' if row['outputs_equal'] else 'NO':>4}")
+                        f"{'yes' if row['outputs_equal'] else 'NO':>4}"
+                        + (f" {ms(row['pieces_period_ns']):>9} {ratio(row['measured_period_ns'], row['pieces_period_ns']):>7} "  # type: ignore[arg-type]
+                           f"{ms(row['pieces_latency_ns']):>9} {ratio(row['measured_latency_ns'], row['pieces_latency_ns']):>7}"  # type: ignore[arg-type]
+                           if args.measure_pieces else ""))
     say(f"load average at end {load_average()}")
     say(f"P: stream period (measured over {args.frames} frames: spacing of the finishes of frames "
         f"{args.frames // 10}..{args.frames - 1 - args.frames // 10}); L: one frame alone (median of {args.repeat}); K: frames in flight; "
         "improv: throughput plan's P against the latency plan's; pieces: host runs per frame; host, cpu: the "
         "stream's host pieces, wall time and CPU time of the host thread (which neighbours' preemption does not "
-        "inflate), over their modeled time; same: every frame's outputs equal the single-frame outputs")
+        "inflate), over their modeled time; same: every frame's outputs equal the single-frame outputs"
+        + ("; P pcs, L pcs: the period and one frame's latency predicted with the host pieces measured at compile "
+           f"(--measure-pieces, a stream of {args.measure_pieces} frames, 10 single frames) and the ratios against them"
+           if args.measure_pieces else ""))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
