@@ -9,8 +9,10 @@ GEMM shape (M_v, N_v, N_mvm) is in it; :func:`grid` also drops any point in
 a seeded shuffle), so a campaign cut short by its time budget still covers
 every kind with a spread of sizes.
 
-Each point is a one-node ONNX model from one input (a depthwise conv sits
-between two pointwise convs, as in every network that has one; int8: the same model
+Each point is a one-node ONNX model from one input, or the measured node in
+the context a network gives it (a conv or depthwise conv between two
+pointwise convs, so onnxruntime keeps its blocked layout across it; an int8
+element-wise op after a conv; int8: the same model
 through the zoo's QDQ recipe, ``models/quantize.py``), loaded by the front
 end and profiled with :func:`host_profile.profile_model` — the optimization
 level, threads and attribution of host profiling itself — and the
@@ -47,9 +49,10 @@ from cimsplit.compiler.host_model import (
     plain_kind,
 )
 from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
+from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
-__all__ = ["GridPoint", "grid", "build_point", "measure_point", "calibrate", "SPATIAL", "gemm_key"]
+__all__ = ["GridPoint", "grid", "build_point", "measure_point", "measured_operator", "calibrate", "SPATIAL", "gemm_key"]
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +75,15 @@ ELEMENT_OPS = (
 )
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, "Gemm": 1}
 DEPTHWISE_NEIGHBOUR = 8
-"""Channels on the far side of the pointwise convs around a depthwise point (few, so they cost little)."""
+"""Channels on the far side of the pointwise convs around a measured conv (few, so they cost little)."""
 SECOND_INPUT = "x2"
 """The second operand of a binary or Concat point, a graph input shaped like ``x``."""
 MEASURED_INPUT = "x_measured"
 """The measured operator's input when it is not the graph input ``x``."""
+MEASURED_NODE = "calibration_measured"
+"""The measured node's name when its neighbours are of its own kind (a Conv between convs)."""
+IMAGE_CHANNELS = 3
+"""Conv points with this many input channels read the graph input, as a network's first conv does."""
 _OPSET = 17
 
 
@@ -179,7 +186,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
 
 
 def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
-    """The float model of ``point`` (input ``x``, output ``y``): one node, or a depthwise conv between two pointwise ones."""
+    """The float model of ``point`` (input ``x``, output ``y``): one node, or the measured node between neighbours."""
     rng = np.random.default_rng(seed)
     kind = plain_kind(point.kind).removeprefix(INT8_PREFIX)
     inits: list[TensorProto] = []
@@ -196,9 +203,21 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
     if kind == "Conv":
         h, k, s = point.get("h"), point.get("k"), point.get("s")
         c_in, c_out = point.get("c_in"), point.get("c_out")
-        x_shape = [1, c_in, h, h]
-        nodes = [helper.make_node("Conv", ["x", const("w", weight((c_out, c_in, k, k))), const("b", np.zeros(c_out, np.float32))],
-                                  ["y"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)]
+        measured = helper.make_node("Conv", ["x", const("w", weight((c_out, c_in, k, k))), const("b", np.zeros(c_out, np.float32))],
+                                    ["y"], name=MEASURED_NODE, kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)
+        x_shape, nodes = [1, c_in, h, h], [measured]
+        if c_in > IMAGE_CHANNELS:
+            # Between two pointwise convs, as in a network: onnxruntime keeps the blocked layout (float NCHWc,
+            # int8 NHWC) from conv to conv, so the layout changes a lone conv pays at its input and output
+            # (half of a small conv's time) are not its cost in a model.
+            x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
+            measured.input[0], measured.output[0] = MEASURED_INPUT, "t"
+            nodes = [
+                helper.make_node("Conv", ["x", const("w_in", weight((c_in, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
+                                 kernel_shape=[1, 1]),
+                measured,
+                helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c_out, 1, 1)))], ["y"], kernel_shape=[1, 1]),
+            ]
     elif kind == "Conv-depthwise":
         # Between two pointwise convs, as in every network that has one (MobileNet, EfficientNet): onnxruntime then
         # runs it in the blocked NCHWc layout of its neighbours, which costs several times what it costs alone.
@@ -299,14 +318,25 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     latencies = operator_latencies(loaded.workload, profile)
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     level = str(getattr(profile, "level", "off"))
-    base = point.kind.removeprefix(INT8_PREFIX)
     kernels = int8_kernels(loaded.model.graph)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""))) for op in loaded.workload.operators]
-    # The quantizer leaves a lone element-wise op from a graph input in float (no Q/DQ around it);
-    # that is the op's cost in an int8 model too, where its Q/DQ neighbours are charged to their producers.
-    for op, kind in sorted(kinds, key=lambda item: item[1] != point.kind):
+    op = measured_operator(point, kinds)
+    return Sample(point.kind, operator_features(op), latencies[op.name]), level
+
+
+def measured_operator(point: GridPoint, kinds: Sequence[tuple[Operator, str]]) -> Operator:
+    """The operator a point measures, among the (operator, kind) pairs of its loaded model.
+
+    The node named :data:`MEASURED_NODE` when there is one, else the operator of the point's
+    kind.  The quantizer leaves a lone element-wise op from a graph input in float (no Q/DQ
+    around it); that is the op's cost in an int8 model too, where its Q/DQ neighbours are
+    charged to their producers, so the float kind stands in for the int8 one.
+    """
+    base = point.kind.removeprefix(INT8_PREFIX)
+    named = [(op, kind) for op, kind in kinds if MEASURED_NODE in op.nodes]
+    for op, kind in named or sorted(kinds, key=lambda item: item[1] != point.kind):
         if kind in (point.kind, base):
-            return Sample(point.kind, operator_features(op), latencies[op.name]), level
+            return op
     found = ", ".join(kind for _, kind in kinds) or "none"
     raise RuntimeError(f"calibration point {point} yields operators {found}, not {point.kind}")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from cimsplit.compiler.calibration import ELEMENT_OPS, build_point, gemm_descriptors, grid
+from cimsplit.compiler.calibration import ELEMENT_OPS, GridPoint, build_point, gemm_descriptors, grid, measured_operator
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_model import operator_features, operator_kind, plain_kind
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
@@ -60,7 +60,7 @@ def test_points_lower_to_their_descriptors(tmp_path: Path, index: int) -> None:
     onnx.save(model, path)
     loaded = load(path)
     types = {node.name: node.op_type for node in loaded.model.graph.node}
-    (op,) = [op for op in loaded.workload.operators if operator_kind(op, types) == point.kind]
+    op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
     features = operator_features(op)
     if gemm_descriptors(point) is not None:
         assert (features["m"], features["n"], features["n_mvm"]) == gemm_descriptors(point)
@@ -83,3 +83,17 @@ def test_int8_points_have_the_descriptors_of_their_float_twins() -> None:
     twins = {(p.kind, p.params, p.variant): gemm_descriptors(p) for p in float_points}
     assert all(gemm_descriptors(p) == twins[(plain_kind(p.kind).removeprefix("int8:"), p.params, p.variant)] for p in int8_points)
     assert any(gemm_descriptors(p) is not None for p in int8_points)
+
+
+@pytest.mark.parametrize(("c_in", "convs"), [(3, 1), (16, 3)])
+def test_conv_points_sit_between_pointwise_convs(tmp_path: Path, c_in: int, convs: int) -> None:
+    """A conv reading an image stays alone; any other sits between two 8-channel 1x1 convs, and is the one measured."""
+    point = GridPoint("Conv", (("c_in", c_in), ("c_out", 40), ("h", 18), ("k", 3), ("s", 2)))
+    model = build_point(point)
+    assert [node.op_type for node in model.graph.node] == ["Conv"] * convs
+    onnx.save(model, tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
+    # 40 output channels, 3x3 over c_in channels, 9 x 9 output positions
+    assert (op.m, op.n, op.n_mvm) == (40, 9 * c_in, 81)
