@@ -28,16 +28,14 @@ import platform
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.fusion import ACTIVATIONS
+from cimsplit.compiler.calibration_models import MEASURED_NODE, GridPoint, build_point, keep_int8
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
     KERNEL_SUFFIXES,
@@ -74,30 +72,6 @@ ELEMENT_OPS = (
     "Resize", "Softmax",
 )
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, "Gemm": 1}
-DEPTHWISE_NEIGHBOUR = 8
-"""Channels on the far side of the pointwise convs around a measured conv (few, so they cost little)."""
-SECOND_INPUT = "x2"
-"""The second operand of a binary or Concat point, a graph input shaped like ``x``."""
-MEASURED_INPUT = "x_measured"
-"""The measured operator's input when it is not the graph input ``x``."""
-MEASURED_NODE = "calibration_measured"
-"""The measured node's name when its neighbours are of its own kind (a Conv between convs)."""
-IMAGE_CHANNELS = 3
-"""Conv points with this many input channels read the graph input, as a network's first conv does."""
-_OPSET = 17
-
-
-@dataclass(frozen=True)
-class GridPoint:
-    """One micro-benchmark: its kind and the shape parameters that build it."""
-
-    kind: str
-    params: tuple[tuple[str, int], ...]
-    variant: int = 0
-    """Distinguishes forms of one op (MaxPool 3x3/2 and 5x5/1)."""
-
-    def get(self, key: str) -> int:
-        return dict(self.params)[key]
 
 
 def gemm_key(m: int, n: int, n_mvm: int) -> tuple[int, int, int]:
@@ -185,118 +159,6 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     return ordered
 
 
-def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
-    """The float model of ``point`` (input ``x``, output ``y``): one node, or the measured node between neighbours."""
-    rng = np.random.default_rng(seed)
-    kind = plain_kind(point.kind).removeprefix(INT8_PREFIX)
-    inits: list[TensorProto] = []
-
-    def const(name: str, array: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(array), name))
-        return name
-
-    def weight(shape: tuple[int, ...]) -> np.ndarray:
-        return (rng.standard_normal(shape) / math.sqrt(max(1, math.prod(shape[1:])))).astype(np.float32)
-
-    outputs = ["y"]
-    x2_shape: list[int] = []
-    if kind == "Conv":
-        h, k, s = point.get("h"), point.get("k"), point.get("s")
-        c_in, c_out = point.get("c_in"), point.get("c_out")
-        measured = helper.make_node("Conv", ["x", const("w", weight((c_out, c_in, k, k))), const("b", np.zeros(c_out, np.float32))],
-                                    ["y"], name=MEASURED_NODE, kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)
-        x_shape, nodes = [1, c_in, h, h], [measured]
-        if c_in > IMAGE_CHANNELS:
-            # Between two pointwise convs, as in a network: onnxruntime keeps the blocked layout (float NCHWc,
-            # int8 NHWC) from conv to conv, so the layout changes a lone conv pays at its input and output
-            # (half of a small conv's time) are not its cost in a model.
-            x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
-            measured.input[0], measured.output[0] = MEASURED_INPUT, "t"
-            nodes = [
-                helper.make_node("Conv", ["x", const("w_in", weight((c_in, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
-                                 kernel_shape=[1, 1]),
-                measured,
-                helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c_out, 1, 1)))], ["y"], kernel_shape=[1, 1]),
-            ]
-    elif kind == "Conv-depthwise":
-        # Between two pointwise convs, as in every network that has one (MobileNet, EfficientNet): onnxruntime then
-        # runs it in the blocked NCHWc layout of its neighbours, which costs several times what it costs alone.
-        h, k, s, c = point.get("h"), point.get("k"), point.get("s"), point.get("c")
-        x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
-        nodes = [
-            helper.make_node("Conv", ["x", const("w_in", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
-                             kernel_shape=[1, 1]),
-            helper.make_node("Conv", [MEASURED_INPUT, const("w", weight((c, 1, k, k))), const("b", np.zeros(c, np.float32))],
-                             ["t"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4, group=c),
-            helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c, 1, 1)))], ["y"], kernel_shape=[1, 1]),
-        ]
-    elif kind == "Gemm":
-        m, n, b = point.get("m"), point.get("n"), point.get("b")
-        x_shape = [b, n]
-        nodes = [helper.make_node("Gemm", ["x", const("w", weight((m, n))), const("b", np.zeros(m, np.float32))], ["y"],
-                                  transB=1)]
-    else:
-        c, h = point.get("c"), point.get("h")
-        x_shape = x2_shape = [1, c, h, h]
-        if point.kind.startswith(INT8_PREFIX) and kind not in ACTIVATIONS:
-            # After a conv, as in a network: the quantizer leaves an op that reads the float graph
-            # input unquantized.  (An activation after a conv would fuse into it, so it reads x.)
-            x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
-            nodes = [helper.make_node("Conv", ["x", const("w_in", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
-                                      kernel_shape=[1, 1])]
-            more, outputs = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT)
-            nodes += more
-        else:
-            nodes, outputs = _element_nodes(kind, point.variant, c, h, const, "x")
-    shapes = {"x": x_shape, SECOND_INPUT: x2_shape}
-    inputs = [name for name in ("x", SECOND_INPUT) if any(name in node.input for node in nodes)]
-    graph = helper.make_graph(
-        nodes, f"calibration_{kind}", [helper.make_tensor_value_info(name, TensorProto.FLOAT, shapes[name]) for name in inputs],
-        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs], initializer=inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="cimsplit-calibrate")
-    model.ir_version = 8
-    return onnx.shape_inference.infer_shapes(model)
-
-
-def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str, np.ndarray], str],
-                   x: str) -> tuple[list[onnx.NodeProto], list[str]]:
-    """The nodes of an element-wise point reading ``x`` (and the graph input ``x2`` when binary)."""
-    make = helper.make_node
-    unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "GlobalAveragePool", "Softmax"}
-    if kind in unary:
-        return [make(kind, [x], ["y"], **({"axis": 1} if kind == "Softmax" else {}))], ["y"]
-    # Two operands of their own, as in a network: one tensor read twice would give its int8
-    # DequantizeLinear two readers, which onnxruntime duplicates, keeping the pair int8.
-    if kind in ("Add", "Mul", "Sub", "Div"):
-        return [make(kind, [x, SECOND_INPUT], ["y"])], ["y"]
-    if kind == "Clip":
-        return [make("Clip", [x, const("lo", np.float32(0)), const("hi", np.float32(6))], ["y"])], ["y"]
-    if kind == "Pow":
-        return [make("Pow", [x, const("e", np.float32(2))], ["y"])], ["y"]
-    if kind == "MaxPool":
-        k, s = (3, 2) if variant == 0 else (5, 1)
-        return [make("MaxPool", [x], ["y"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)], ["y"]
-    if kind == "AveragePool":
-        return [make("AveragePool", [x], ["y"], kernel_shape=[2, 2], strides=[2, 2])], ["y"]
-    if kind == "Flatten":
-        return [make("Flatten", [x], ["y"], axis=1)], ["y"]
-    if kind == "Reshape":
-        return [make("Reshape", [x, const("shape", np.array([1, c, h * h], np.int64))], ["y"])], ["y"]
-    if kind == "Transpose":
-        return [make("Transpose", [x], ["y"], perm=[0, 2, 3, 1])], ["y"]
-    if kind == "Concat":
-        return [make("Concat", [x, SECOND_INPUT], ["y"], axis=1)], ["y"]
-    if kind == "Split":
-        return [make("Split", [x, const("split", np.array([c // 2, c - c // 2], np.int64))], ["y", "z"], axis=1)], ["y", "z"]
-    if kind == "Slice":
-        return [make("Slice", [x, const("starts", np.array([0], np.int64)), const("ends", np.array([c // 2], np.int64)),
-                               const("axes", np.array([1], np.int64))], ["y"])], ["y"]
-    if kind == "Resize":
-        return [make("Resize", [x, "", const("scales", np.array([1, 1, 2, 2], np.float32))], ["y"], mode="nearest")], ["y"]
-    raise ValueError(f"no calibration model for {kind}")
-
-
 def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int = 0) -> tuple[Sample, str]:
     """Build, load and profile one point: its operator's sample and the profiled optimization level."""
     from cimsplit.compiler.frontend import load
@@ -309,7 +171,7 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
         model = quantize_qdq(model, seed=seed)
         kernel = point.kind.removeprefix(plain_kind(point.kind))
         if kernel:
-            model = _keep_int8(model, inputs=kernel in ("-s8in", "-s8"), outputs=kernel in ("-s8out", "-s8"))
+            model = keep_int8(model, inputs=kernel in ("-s8in", "-s8"), outputs=kernel in ("-s8out", "-s8"))
     with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
@@ -339,31 +201,6 @@ def measured_operator(point: GridPoint, kinds: Sequence[tuple[Operator, str]]) -
             return op
     found = ", ".join(kind for _, kind in kinds) or "none"
     raise RuntimeError(f"calibration point {point} yields operators {found}, not {point.kind}")
-
-
-def _keep_int8(model: onnx.ModelProto, *, inputs: bool, outputs: bool) -> onnx.ModelProto:
-    """``model`` with a second DequantizeLinear of the measured operator's quantized input and/or output.
-
-    Each such QuantizeLinear then feeds two DQs (the new one is an extra graph
-    output), so onnxruntime keeps that pair int8, as after a fork in a real model.
-    """
-    graph = model.graph
-    source = MEASURED_INPUT if any(MEASURED_INPUT in n.output for n in graph.node) else "x"
-    def find(test: Callable[[onnx.NodeProto], bool], what: str) -> onnx.NodeProto:
-        found = next((n for n in graph.node if test(n)), None)
-        if found is None:  # the quantizer left that side in float: no such kernel to measure
-            raise RuntimeError(f"the quantized calibration model has no {what}")
-        return found
-
-    q_in = find(lambda n: n.op_type == "QuantizeLinear" and n.input[0] == source, "QuantizeLinear of its input")
-    dq_in = find(lambda n: n.op_type == "DequantizeLinear" and n.input[0] == q_in.output[0], "DequantizeLinear of its input")
-    measured = find(lambda n: bool(n.input) and n.input[0] == dq_in.output[0], "operator after its input's DequantizeLinear")
-    q_out = find(lambda n: n.op_type == "QuantizeLinear" and n.input[0] == measured.output[0], "QuantizeLinear of its output")
-    for i, q in enumerate([q for q, wanted in ((q_in, inputs), (q_out, outputs)) if wanted]):
-        name = f"calibration_fork_{i}"
-        graph.node.append(helper.make_node("DequantizeLinear", [q.output[0], *q.input[1:]], [name], name=name))
-        graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    return onnx.shape_inference.infer_shapes(model)
 
 
 def _work(point: GridPoint) -> float:
