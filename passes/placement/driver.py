@@ -18,10 +18,15 @@ from cimsplit.passes.placement.heuristics import best_heuristic, heuristic_budge
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem, SliceOption, TensorTransfer
 from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
+from cimsplit.passes.placement.simulate import host_order_by_start
 from cimsplit.passes.placement.sliced_place import place_sliced
 from cimsplit.passes.placement.solvers.backend import (
     BACKENDS,
+    STATUS_GAP_LIMIT,
     STATUS_INFEASIBLE,
+    STATUS_NO_SOLUTION,
+    STATUS_OPTIMAL,
+    STATUS_TIME_LIMIT,
     BackendMissing,
     BackendOutcome,
     BackendUnavailable,
@@ -162,10 +167,13 @@ def auto_candidates(problem: PlacementProblem) -> tuple[list[str], str]:
 
 
 def _described(name: str) -> str:
-    return "heuristic schedule" if name == "heuristic" else f"best baseline ({name})"
+    if name in ("heuristic", "incumbent"):
+        return f"{name} schedule"
+    return f"best baseline ({name})"
 
 
-def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> PlacementResult:  # noqa: B008 (frozen)
+def place(problem: PlacementProblem, options: SolveOptions = SolveOptions(),  # noqa: B008 (frozen)
+          *, incumbent: Schedule | None = None) -> PlacementResult:
     """Place every operator on the host or the CIM with minimal makespan (section IV-B).
 
     ``options.solver``: ``auto`` (see :func:`auto_candidates`: CP-SAT on branchy graphs,
@@ -186,6 +194,11 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     only (the model has no UB).  The heuristic's time counts against the time
     limit and is included in ``SolverStats.time_s``.
 
+    ``incumbent``: a feasible whole-operator schedule from elsewhere (a sweep's smaller crossbar
+    budget); re-validated on ``problem``, it is the warm start when it beats the baselines and the
+    heuristic.  ``options.lower_bound_ns``: a proven lower bound from elsewhere, a row of the
+    model; the result's bound is at least this (and a solve whose gap it closes is optimal).
+
     Slicing (TSO): when ``problem`` has slicing options, the whole-operator problem is
     solved first (as above, the options stripped), then :func:`place_sliced` may
     return a strictly shorter sliced schedule (``options.slicing``).
@@ -195,9 +208,9 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     if problem.slicings:
         stripped = replace(problem, slicings=())
         if options.objective != "latency":  # the stream model has no sliced parts: slicing is for latency
-            return place(stripped, options)
+            return place(stripped, options, incumbent=incumbent)
         begin = time.perf_counter()
-        whole = place(stripped, options)
+        whole = place(stripped, options, incumbent=incumbent)
         left_s = options.time_limit_s - (time.perf_counter() - begin)
         return place_sliced(problem, options, whole, left_s)
     _check_arguments(problem, options)
@@ -211,6 +224,11 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     if options.objective == "throughput":
         return place_throughput(problem, options, baselines)
     start, start_name, heuristic_s = _warm_start(problem, options, baselines[best_name], best_name)
+    if incumbent is not None and not incumbent.slicing:
+        given = validate(problem, incumbent.on_host, host_order=host_order_by_start(incumbent),
+                         objective_ns=incumbent.makespan_ns, source="incumbent")
+        if given.makespan_ns < start.makespan_ns:
+            start, start_name = given, "incumbent"
     # The heuristic's clock guard is 3x its budget (<= 15 % of the limit): the solver keeps most of it.
     time_left_s = max(float(options.time_limit_s) - heuristic_s, 0.5 * options.time_limit_s)
     outcome, reason, warnings = _solve(problem, replace(options, time_limit_s=time_left_s), start)
@@ -221,13 +239,18 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions()) -> 
     # The solver's proven bound is a true lower bound also when the model carries T <= UB:
     # the optimum is <= UB, so the restricted model has the same optimum.
     bound_ns = min(outcome.bound_ns, start.makespan_ns) if outcome.bound_ns > 0 else 0.0
-    bound_ns = min(bound_ns, schedule.makespan_ns)
+    bound_ns = min(max(bound_ns, options.lower_bound_ns), schedule.makespan_ns)
+    status = outcome.status
+    gap = _gap(schedule.makespan_ns, bound_ns)
+    if status in (STATUS_TIME_LIMIT, STATUS_NO_SOLUTION) and gap <= options.effective_mip_gap:
+        # closed by the given bound (options.lower_bound_ns)
+        status = STATUS_OPTIMAL if options.mip_gap is None or gap <= 1e-9 else STATUS_GAP_LIMIT
     stats = SolverStats(
         name=outcome.solver,
-        status=outcome.status,
+        status=status,
         objective_ns=schedule.makespan_ns,
         bound_ns=bound_ns,
-        gap=_gap(schedule.makespan_ns, bound_ns),
+        gap=gap,
         time_s=outcome.time_s + heuristic_s,
         n_operators=problem.n,
         n_variables=outcome.n_variables,
@@ -283,7 +306,8 @@ def _solve(problem: PlacementProblem, options: SolveOptions, start: Schedule) ->
             backend = get_backend(name)
             if name in MILP_SOLVERS and formulation is None:
                 upper_ns = start.makespan_ns if warm_start and not plain else None
-                formulation = build_milp(problem, plain=plain, upper_bound_ns=upper_ns)
+                formulation = build_milp(problem, plain=plain, upper_bound_ns=upper_ns,
+                                         lower_bound_ns=options.lower_bound_ns)
             outcome = backend.solve(problem, formulation if name in MILP_SOLVERS else None, options,
                                     start if warm_start else None)
         except BackendUnavailable as exc:

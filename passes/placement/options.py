@@ -49,6 +49,10 @@ class SolveOptions:
     its makespan as upper bound; ``False`` solves cold, to measure the solver on its own."""
     slicing: str = "auto"
     """Operator slicing (TSO), one of :data:`SLICING_CHOICES`; acts only on problems with slicing options."""
+    lower_bound_ns: float = 0.0
+    """A proven lower bound on the optimal makespan from elsewhere (a sweep's larger crossbar budget,
+    :mod:`cimsplit.passes.placement.budget_chain`): a ``T >= LB`` row in every back end's model and
+    the reported bound is at least this.  0: none."""
 
     @property
     def effective_mip_gap(self) -> float:

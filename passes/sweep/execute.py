@@ -1,12 +1,14 @@
 """Where sweep points are solved: in this process, a local process pool, or Dask.
 
-All three take the same picklable :class:`PointTask` list and yield
-``(index, row)`` pairs as points finish (completion order, not grid order; the
-store puts rows back in grid order).  Local processes are started with
+The unit of work is a budget chain (:class:`~cimsplit.passes.sweep.chain.ChainTask`,
+one point or several that differ only in the crossbar budget); :func:`execute_chains`
+yields ``(chain index, position, row, carry)`` as points settle: point by point in
+this process, a chain at a time from a pool or Dask worker.  :func:`execute` is the
+same for single points (``(index, row)``).  Local processes are started with
 ``spawn``: the parent has run onnxruntime sessions (profiling) whose threads
-make ``fork`` unsafe.  A worker that dies fails its point (an error row), not the
-sweep.  Stopping the iteration early (an interrupt, an error in
-the consumer) cancels the points not started yet.
+make ``fork`` unsafe.  A worker that dies fails its chain's unsettled points (error
+rows), not the sweep.  Stopping the iteration early (an interrupt, an error in
+the consumer) cancels the chains not started yet.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
 from cimsplit.errors import CimsplitError
-from cimsplit.passes.sweep.task import PointTask, error_row, run_point
+from cimsplit.passes.sweep.chain import ChainTask, Settled, run_chain, run_chain_list
+from cimsplit.passes.sweep.task import PointTask, error_row
 
-__all__ = ["execute", "default_workers"]
+__all__ = ["execute", "execute_chains", "default_workers"]
 
 log = logging.getLogger(__name__)
 
@@ -31,43 +34,59 @@ def default_workers() -> int:
 
 
 def execute(tasks: Sequence[PointTask], workers: int | None = None, scheduler: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Solve ``tasks``; yield ``(index into tasks, row)`` as each finishes."""
-    if not tasks:
+    """Solve ``tasks`` one by one (no chains); yield ``(index into tasks, row)`` as each finishes."""
+    chains = [ChainTask((task,)) for task in tasks]
+    return ((i, row) for i, _, row, _ in execute_chains(chains, workers, scheduler))
+
+
+def execute_chains(chains: Sequence[ChainTask], workers: int | None = None, scheduler: str | None = None
+                   ) -> Iterator[tuple[int, int, dict[str, Any], dict[str, Any] | None]]:
+    """Solve ``chains``; yield ``(index into chains, position in the chain, row, carry)`` per settled point."""
+    if not chains:
         return iter(())
     if scheduler:
-        return _dask(tasks, scheduler)
+        return _flat(_dask(chains, scheduler))
     workers = default_workers() if workers is None else workers
     if workers < 1:
         raise CimsplitError(f"--workers must be at least 1, got {workers}")
-    if workers == 1 or len(tasks) == 1:
-        return ((i, run_point(task)) for i, task in enumerate(tasks))
-    return _pool(tasks, min(workers, len(tasks)))
+    if workers == 1 or len(chains) == 1:
+        return ((i, *settled) for i, chain in enumerate(chains) for settled in run_chain(chain))
+    return _flat(_pool(chains, min(workers, len(chains))))
 
 
-def _row(future: Any, task: PointTask) -> dict[str, Any]:
-    """The future's row; a worker that died (killed, out of memory) fails only its point."""
+def _flat(results: Iterator[tuple[int, list[Settled]]]) -> Iterator[tuple[int, int, dict[str, Any], dict[str, Any] | None]]:
+    for i, settled in results:
+        for position, row, carry in settled:
+            yield i, position, row, carry
+
+
+def _settled(future: Any, chain: ChainTask) -> list[Settled]:
+    """The future's points; a worker that died (killed, out of memory) fails its unsettled points only."""
     try:
         return future.result()
     except Exception as exc:
-        log.debug("worker failed on %s", task.point, exc_info=True)
-        return error_row(task.point, f"worker failed: {type(exc).__name__}: {exc}")
+        log.debug("worker failed on a chain of %d points", len(chain.tasks), exc_info=True)
+        return [(i, error_row(task.point, f"worker failed: {type(exc).__name__}: {exc}"), None)
+                for i, task in enumerate(chain.tasks) if chain.carry(i) is None]
 
 
-def _pool(tasks: Sequence[PointTask], workers: int) -> Iterator[tuple[int, dict[str, Any]]]:
+def _pool(chains: Sequence[ChainTask], workers: int) -> Iterator[tuple[int, list[Settled]]]:
     executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        pending = {executor.submit(run_point, task): i for i, task in enumerate(tasks)}
+        # Longest chains first, so that a long chain does not start last and run alone.
+        order = sorted(range(len(chains)), key=lambda i: (-len(chains[i].tasks), i))
+        pending = {executor.submit(run_chain_list, chains[i]): i for i in order}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            # Yield finished points in task order so that equal-time finishes stay deterministic.
+            # Yield finished chains in chain order so that equal-time finishes stay deterministic.
             for future in sorted(done, key=pending.__getitem__):
                 index = pending.pop(future)
-                yield index, _row(future, tasks[index])
+                yield index, _settled(future, chains[index])
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _dask(tasks: Sequence[PointTask], address: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _dask(chains: Sequence[ChainTask], address: str) -> Iterator[tuple[int, list[Settled]]]:
     try:
         from dask.distributed import Client, as_completed
     except ImportError:
@@ -81,12 +100,12 @@ def _dask(tasks: Sequence[PointTask], address: str) -> Iterator[tuple[int, dict[
                             hint="check --scheduler ADDRESS, e.g. tcp://host:8786") from None
     futures = []
     try:
-        log.info("sweep: %d points on Dask scheduler %s", len(tasks), address)
-        futures = [client.submit(run_point, task, pure=False) for task in tasks]
+        log.info("sweep: %d chains on Dask scheduler %s", len(chains), address)
+        futures = [client.submit(run_chain_list, chain, pure=False) for chain in chains]
         index = {future.key: i for i, future in enumerate(futures)}
         for future in as_completed(futures):
             i = index[future.key]
-            yield i, _row(future, tasks[i])
+            yield i, _settled(future, chains[i])
     finally:
         client.cancel([f for f in futures if not f.done()])
         client.close()

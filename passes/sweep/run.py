@@ -29,7 +29,8 @@ from typing import Any
 
 from cimsplit.errors import CimsplitError
 from cimsplit.files import write_atomic
-from cimsplit.passes.sweep.execute import execute
+from cimsplit.passes.sweep.chain import ChainTask, budget_chains
+from cimsplit.passes.sweep.execute import execute_chains
 from cimsplit.passes.sweep.grid import PAPER_CROSSBARS, PAPER_MVM_LATENCIES_NS, SweepGrid, SweepPoint
 from cimsplit.passes.sweep.store import Journal, read_journal, write_results
 from cimsplit.passes.sweep.task import PointTask, task_fingerprint
@@ -74,6 +75,9 @@ class SweepSpec:
     frames_in_flight: int | None = None
     slicing: str = "auto"
     """``--slicing`` (:data:`cimsplit.passes.placement.options.SLICING_CHOICES`)."""
+    reuse: bool = True
+    """Solve the points that differ only in the crossbar budget as one chain, reusing proofs, bounds and
+    schedules across budgets (:mod:`cimsplit.passes.sweep.chain`); False solves every point alone."""
 
 
 @dataclass(frozen=True)
@@ -247,7 +251,8 @@ def build_tasks(
                 except Exception as exc:
                     tasks.append(PointTask(point, None, error=_message(exc), **solve))
                     continue
-                tasks.append(PointTask(point, problem, fingerprint=task_fingerprint(problem, **solve, max_latency_ns=point.max_latency_ns), **solve))
+                fingerprint = task_fingerprint(problem, **solve, max_latency_ns=point.max_latency_ns, reuse=spec.reuse)
+                tasks.append(PointTask(point, problem, fingerprint=fingerprint, **solve))
     return tasks, references
 
 
@@ -304,28 +309,45 @@ def run_sweep(
 
     previous = read_journal(out_dir)
     rows_by_key: dict[tuple, dict[str, Any]] = {}
-    todo: list[PointTask] = []
-    for task in tasks:
-        record = previous.get(task.point.key)
-        if record and task.fingerprint and record.get("fingerprint") == task.fingerprint and record["row"].get("status") != "error":
-            rows_by_key[task.point.key] = record["row"]
-        else:
-            todo.append(task)
-    log.info("sweep: %d points, %d from an earlier run, %d to solve", len(tasks), len(rows_by_key), len(todo))
+    units: list[ChainTask] = []
+    todo = 0
+    for chain in budget_chains(tasks, spec.reuse):
+        members, known = [], []
+        for i in chain:
+            task = tasks[i]
+            record = previous.get(task.point.key)
+            if record and task.fingerprint and record.get("fingerprint") == task.fingerprint \
+                    and record["row"].get("status") != "error":
+                rows_by_key[task.point.key] = record["row"]
+                if record.get("carry") is None:
+                    continue  # done, and nothing to hand to the rest of its chain
+                members.append(task)
+                known.append(record["carry"])
+            else:
+                members.append(task)
+                known.append(None)
+                todo += 1
+        if any(carry is None for carry in known):
+            units.append(ChainTask(tuple(members), tuple(known)))
+    log.info("sweep: %d points, %d from an earlier run, %d to solve in %d chains", len(tasks), len(rows_by_key),
+             todo, len(units))
+    reused = len(rows_by_key)
     observer.started(len(tasks), list(rows_by_key.values()))
 
-    computed = 0
+    solved: set[tuple] = set()
     try:
         with Journal(out_dir) as journal:
-            for index, row in execute(todo, workers=workers, scheduler=scheduler):
-                journal.append(todo[index].fingerprint, row)
-                rows_by_key[todo[index].point.key] = row
-                computed += 1
-                observer.point_done(row)
+            for index, position, row, carry in execute_chains(units, workers=workers, scheduler=scheduler):
+                task = units[index].tasks[position]
+                journal.append(task.fingerprint, row, carry)
+                rows_by_key[task.point.key] = row
+                if units[index].carry(position) is None and task.point.key not in solved:
+                    solved.add(task.point.key)
+                    observer.point_done(row)
     finally:
         # Also after an interrupt: the tables show every point finished so far.
         rows = write_results(out_dir, grid.points(), rows_by_key)
     files = [out_dir / "results.csv", out_dir / "results.json", out_dir / MANIFEST]
     if reports:
         files += write_reports(out_dir, rows, references)
-    return SweepOutcome(out_dir, rows, computed, len(tasks) - len(todo), files)
+    return SweepOutcome(out_dir, rows, len(solved), reused, files)

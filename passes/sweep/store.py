@@ -43,7 +43,7 @@ def _key(row: dict[str, Any]) -> Key:
 
 
 def read_journal(directory: Path) -> dict[Key, dict[str, Any]]:
-    """Latest journal record per point key: ``{"fingerprint": ..., "row": {...}}``."""
+    """Latest journal record per point key: ``{"fingerprint": ..., "row": {...}}`` (and ``"carry"``)."""
     path = Path(directory) / JOURNAL
     records: dict[Key, dict[str, Any]] = {}
     if not path.exists():
@@ -65,8 +65,12 @@ class Journal:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
-    def append(self, fingerprint: str | None, row: dict[str, Any]) -> None:
-        self._file.write(json.dumps({"fingerprint": fingerprint, "row": row}, sort_keys=True) + "\n")
+    def append(self, fingerprint: str | None, row: dict[str, Any], carry: dict[str, Any] | None = None) -> None:
+        """``carry``: what the point's budget chain hands on (:mod:`~cimsplit.passes.sweep.chain`)."""
+        record = {"fingerprint": fingerprint, "row": row}
+        if carry is not None:
+            record["carry"] = carry
+        self._file.write(json.dumps(record, sort_keys=True) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cimsplit.errors import CimsplitError
+from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.slicing import expanded_view
 from cimsplit.passes.sweep.grid import SweepPoint
 
-__all__ = ["COLUMNS", "TIME_COLUMNS", "PointTask", "run_point", "row_from_result", "error_row", "task_fingerprint"]
+__all__ = ["COLUMNS", "TIME_COLUMNS", "PointTask", "run_point", "solve_options", "row_from_result", "error_row", "task_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ COLUMNS = (
     "makespan_ns", "cpu_only_ns", "speedup",
     "ops_on_cim", "ops_on_host", "ops_sliced", "crossbars_used",
     "host_busy_ns", "cim_busy_ns", "transfer_ns",
-    "solver", "status", "gap", "time_s", "n_variables", "n_constraints",
+    "solver", "status", "gap", "time_s", "reused_from", "n_variables", "n_constraints",
     "objective", "max_latency_ns", "period_ns", "stream_latency_ns", "frames_in_flight",
     "error",
 )
@@ -64,10 +65,13 @@ class PointTask:
 
 def task_fingerprint(problem: PlacementProblem, solver: str, time_limit_s: float, mip_gap: float | None, plain: bool,
                      objective: str = "latency", max_latency_ns: float = 0.0, frames_in_flight: int | None = None,
-                     slicing: str = "auto") -> str:
-    """Everything that determines a point's result, hashed (float reprs are exact)."""
+                     slicing: str = "auto", reuse: bool = True) -> str:
+    """Everything that determines a point's result, hashed (float reprs are exact).
+
+    ``reuse=False`` (a sweep solving every point alone) hashes differently: its rows may differ."""
     stream = () if objective == "latency" else (objective, float(max_latency_ns), frames_in_flight)
-    text = repr((problem, solver, float(time_limit_s), mip_gap, plain, *stream, slicing))
+    alone = () if reuse else ("alone",)
+    text = repr((problem, solver, float(time_limit_s), mip_gap, plain, *stream, slicing, *alone))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -110,6 +114,7 @@ def row_from_result(point: SweepPoint, result: Any) -> dict[str, Any]:
         "status": stats.status,
         "gap": float(stats.gap) if math.isfinite(stats.gap) else None,  # no bound: no gap
         "time_s": float(stats.time_s),
+        "reused_from": None,
         "n_variables": int(stats.n_variables),
         "n_constraints": int(stats.n_constraints),
         "objective": result.objective,
@@ -121,21 +126,24 @@ def row_from_result(point: SweepPoint, result: Any) -> dict[str, Any]:
     }
 
 
+def solve_options(task: PointTask) -> SolveOptions:
+    """The placement options of ``task``'s point."""
+    bound = task.point.max_latency_ns or None
+    return SolveOptions(solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap,
+                        plain=task.plain, threads=SOLVER_THREADS, objective=task.objective,
+                        max_latency_ns=bound if task.objective == "throughput" else None,
+                        frames_in_flight=task.frames_in_flight if task.objective == "throughput" else None,
+                        slicing=task.slicing)
+
+
 def run_point(task: PointTask) -> dict[str, Any]:
     """Solve one point; never raises (a failure is a row with status ``error``)."""
     if task.problem is None:
         return error_row(task.point, task.error or "the point could not be built")
     try:
         from cimsplit.passes.placement.driver import place
-        from cimsplit.passes.placement.options import SolveOptions
 
-        bound = task.point.max_latency_ns or None
-        options = SolveOptions(solver=task.solver, time_limit_s=task.time_limit_s, mip_gap=task.mip_gap,
-                               plain=task.plain, threads=SOLVER_THREADS, objective=task.objective,
-                               max_latency_ns=bound if task.objective == "throughput" else None,
-                               frames_in_flight=task.frames_in_flight if task.objective == "throughput" else None,
-                               slicing=task.slicing)
-        result = place(task.problem, options)
+        result = place(task.problem, solve_options(task))
         return row_from_result(task.point, result)
     except CimsplitError as exc:
         return error_row(task.point, exc.one_line())

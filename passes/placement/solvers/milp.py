@@ -158,7 +158,8 @@ class _Builder:
 RowBuilder = _Builder
 
 
-def build_milp(problem: PlacementProblem, *, plain: bool = False, upper_bound_ns: float | None = None) -> MilpModel:
+def build_milp(problem: PlacementProblem, *, plain: bool = False, upper_bound_ns: float | None = None,
+               lower_bound_ns: float = 0.0) -> MilpModel:
     """Build the ILP of eq. 5-14 (``plain``) or its tightened equivalent.
 
     Reductions with ``plain=False`` — each keeps the optimal makespan:
@@ -178,6 +179,8 @@ def build_milp(problem: PlacementProblem, *, plain: bool = False, upper_bound_ns
       per-constraint big-M ``max(0, M_uv)`` switches it off for every feasible
       point with T <= UB — all optimal solutions stay feasible.  Same for eq. 12
       with ``M_vu``.
+    - ``lower_bound_ns`` (LB, a proven lower bound on the optimum from elsewhere) bounds
+      ``T >= LB``: every optimal solution has T = OPT >= LB.
     - Critical-path bounds: ``release_v <= s_v <= UB - tail_v - min_dur_v`` and
       ``T >= max_v(release_v + min_dur_v + tail_v)``: implied by the constraints
       (argument above), so they remove no feasible point with T <= UB.
@@ -195,7 +198,7 @@ def build_milp(problem: PlacementProblem, *, plain: bool = False, upper_bound_ns
     operator between u and v, which can be the only optimal order
     (tests/passes/test_ilp_exactness.py has the counterexample).
     """
-    f = _Formulation.scaled(problem, plain=plain, upper_bound_ns=upper_bound_ns)
+    f = _Formulation.scaled(problem, plain=plain, upper_bound_ns=upper_bound_ns, lower_bound_ns=lower_bound_ns)
     f.add_precedence()
     f.add_graph_io()
     f.add_serialization()
@@ -231,7 +234,8 @@ class _Formulation:
     o_col: dict[tuple[int, int], int]
 
     @classmethod
-    def scaled(cls, problem: PlacementProblem, *, plain: bool, upper_bound_ns: float | None) -> _Formulation:
+    def scaled(cls, problem: PlacementProblem, *, plain: bool, upper_bound_ns: float | None,
+               lower_bound_ns: float = 0.0) -> _Formulation:
         """Model units, the critical-path bounds, and the x, s, T columns."""
         n = problem.n
         unit = max(big_m_ns(problem), 1e-9) / _TARGET_M
@@ -255,6 +259,10 @@ class _Formulation:
         if not plain:
             t_lower = max((release[v] + min_dur[v] + tail[v] for v in range(n)), default=0.0)
             t_lower = max(t_lower, sum(host[v] for v in range(n) if not capable[v]))
+            # A hair below LB, so that a solution at exactly OPT = LB stays feasible in floating point.
+            t_lower = max(t_lower, lower_bound_ns * (1 - 1e-9) / unit)
+            if ub is not None:
+                t_lower = min(t_lower, ub)
         t_col = b.var("T", t_lower, ub if ub is not None else np.inf, cost=1.0)
         return cls(problem=problem, plain=plain, upper_bound_ns=upper_bound_ns if use_ub else None, unit=unit,
                    host=host, acc=[(problem.t_cim_ns[v] or 0.0) / unit for v in range(n)], capable=capable,

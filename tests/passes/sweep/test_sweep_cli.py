@@ -140,8 +140,9 @@ def test_every_row_is_what_cimsplit_partition_gives_for_that_point(inputs, tmp_p
             == alone["solver"]["n_operators"]
         assert row["ops_sliced"] == alone.get("operators_sliced", 0)
         assert row["crossbars_used"] == alone["crossbars_used"] <= row["crossbars"]
-        assert (row["solver"], row["n_variables"], row["n_constraints"]) == (
-            alone["solver"]["name"], alone["solver"]["n_variables"], alone["solver"]["n_constraints"])
+        # The sweep solves a model's budgets as one chain (larger budgets' bounds and schedules
+        # in the model), so its model's size may differ from the point solved alone.
+        assert row["solver"] == alone["solver"]["name"]
         # The host is single-core: busy time never exceeds the makespan.
         assert row["host_busy_ns"] <= row["makespan_ns"]
 

@@ -54,20 +54,22 @@ budgets in 0.1-0.3 s; the random detector-250's 84-operator tail kept the decomp
 
 
 def solve_staged(problem: PlacementProblem, options: CpSatOptions = CpSatOptions(),  # noqa: B008 (frozen)
-                 *, warm_start: Schedule | None = None, slice_s: float | None = None) -> tuple[CpSatRun, str]:
+                 *, warm_start: Schedule | None = None, slice_s: float | None = None,
+                 lower_bound_ns: float = 0.0) -> tuple[CpSatRun, str]:
     """The three stages above; returns the run (times from the call) and a line naming the stages
     that ran ("" when the whole-graph model alone settled it; no times, so plan.json stays the same).
 
     ``options.time_limit_s`` is the limit of all stages together; the whole-graph solves run
     with ``options`` otherwise.  ``slice_s`` overrides stage 1's time (0 skips it), for tests
-    and benchmarks.
+    and benchmarks.  ``lower_bound_ns``: a proven lower bound from elsewhere, given to the
+    whole-graph solves as a row (and the least bound reported).
     """
     begin = time.perf_counter()
     time_limit_s, gap = options.time_limit_s, options.gap_limit
     seg = split_at_bottlenecks(problem)
     useful = len([m for m in seg.members if m]) >= 2 and seg.largest <= LARGEST_SEGMENT
     if not useful:
-        return solve_cpsat(problem, options, warm_start=warm_start), ""
+        return solve_cpsat(problem, options, warm_start=warm_start, lower_bound_ns=lower_bound_ns), ""
 
     if warm_start is None:  # one heuristic run for every stage, as the placement driver runs it
         warm_start = best_heuristic(problem, heuristic_budget_s(problem, time_limit_s), options.seed)
@@ -82,16 +84,16 @@ def solve_staged(problem: PlacementProblem, options: CpSatOptions = CpSatOptions
 
     if slice_s is None:
         slice_s = min(SLICE_S, 0.5 * time_limit_s) - clock()
-    best, bound, stages, size = warm_start, 0.0, [], (0, 0)
+    best, bound, stages, size = warm_start, lower_bound_ns, [], (0, 0)
     if slice_s > 0:
         offset = clock()
-        first = solve_cpsat(problem, limited(slice_s), warm_start=warm_start)
+        first = solve_cpsat(problem, limited(slice_s), warm_start=warm_start, lower_bound_ns=lower_bound_ns)
         if first.outcome.status != STATUS_TIME_LIMIT:  # proven: stage 1 is the answer
             outcome = dataclasses.replace(first.outcome, time_s=clock())
             moved = [(offset + t, v) for t, v in first.incumbents]
             return dataclasses.replace(first, outcome=outcome, incumbents=moved, warm_start=warm_at), ""
         incumbents += [(offset + t, v) for t, v in first.incumbents]
-        best, bound = first.schedule or warm_start, first.outcome.bound_ns
+        best, bound = first.schedule or warm_start, max(bound, first.outcome.bound_ns)
         size = (first.outcome.n_variables, first.outcome.n_constraints)
         stages.append("whole graph not proven in its slice")
     offset = clock()
@@ -145,5 +147,5 @@ class CpSatBackend:
         cpsat_options = CpSatOptions.from_solve_options(options)
         if options.plain:
             return solve_cpsat(problem, cpsat_options, warm_start=warm_start).outcome
-        run, how = solve_staged(problem, cpsat_options, warm_start=warm_start)
+        run, how = solve_staged(problem, cpsat_options, warm_start=warm_start, lower_bound_ns=options.lower_bound_ns)
         return dataclasses.replace(run.outcome, detail=how)

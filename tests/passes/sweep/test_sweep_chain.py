@@ -1,0 +1,95 @@
+"""Sweeps solve the budgets of one model, host and MVM latency as a chain (:mod:`cimsplit.passes.sweep.chain`).
+
+Real front end, real solvers; host latencies from a deterministic table profile
+(``tests/_profiles.py``), so that every run costs the same problems.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+from _profiles import table_profile
+
+from cimsplit.compiler import frontend
+from cimsplit.models import zoo
+from cimsplit.passes.sweep.run import SweepObserver, SweepSpec, run_sweep
+from cimsplit.passes.sweep.store import read_journal
+from cimsplit.passes.sweep.task import TIME_COLUMNS
+
+BUDGETS = (3, 50, 250, 400)
+"""ResNet-18 at 32x32 (float) uses 201 crossbars with every capable operator on the CIM: 250 reuses 400's proof."""
+
+
+@pytest.fixture(scope="module")
+def resnet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The zoo ResNet-18 at 32x32 and its table profile."""
+    root = tmp_path_factory.mktemp("chain_inputs")
+    model = root / "resnet18.onnx"
+    onnx.save(zoo.build("resnet18", image_size=32), model)
+    profile = root / "resnet18.json"
+    table_profile(frontend.load(model)).save(profile)
+    return model, profile
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CIMSPLIT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def spec(resnet, **changes) -> SweepSpec:
+    model, profile = resnet
+    values = dict(models=(str(model),), crossbars=BUDGETS, mvm_latencies_ns=(50.0,),
+                  host_profiles={"x86": str(profile)}, solver="highs", time_limit_s=30.0, slicing="off")
+    return SweepSpec(**{**values, **changes})
+
+
+def without_time(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in TIME_COLUMNS} for row in rows]
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "highs"])
+def test_makespans_are_monotone_in_the_budget_and_equal_to_solving_each_point_alone(resnet, tmp_path, solver):
+    chained = run_sweep(spec(resnet, solver=solver), tmp_path / "chain", workers=1, reports=False).rows
+    alone = run_sweep(spec(resnet, solver=solver, reuse=False), tmp_path / "alone", workers=1, reports=False).rows
+    assert len(chained) == len(alone) == len(BUDGETS)
+    for t in (50.0,):
+        rows = sorted((r for r in chained if r["mvm_latency_ns"] == t), key=lambda r: r["crossbars"])
+        spans = [r["makespan_ns"] for r in rows]
+        assert all(a >= b for a, b in zip(spans, spans[1:])), spans
+        assert all(r["status"] == "optimal" for r in rows)
+        # A reused point reports the schedule of a larger budget that fits it.
+        for r in rows:
+            if r["reused_from"] is not None:
+                assert r["reused_from"] > r["crossbars"] >= r["crossbars_used"]
+    assert any(r["reused_from"] is not None for r in chained)
+    assert all(r["reused_from"] is None for r in alone)
+    for a, b in zip(chained, alone):
+        assert (a["crossbars"], a["mvm_latency_ns"]) == (b["crossbars"], b["mvm_latency_ns"])
+        assert a["makespan_ns"] == pytest.approx(b["makespan_ns"], rel=2e-6)
+
+
+class StopAfter(SweepObserver):
+    def __init__(self, points: int) -> None:
+        self.left = points
+
+    def point_done(self, row: dict) -> None:
+        self.left -= 1
+        if self.left == 0:
+            raise KeyboardInterrupt
+
+
+def test_a_chain_cut_short_resumes_from_its_journal_with_the_same_rows(resnet, tmp_path):
+    fresh = run_sweep(spec(resnet), tmp_path / "fresh", workers=1, reports=False)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(spec(resnet), tmp_path / "cut", workers=1, reports=False, observer=StopAfter(2))
+    journal = read_journal(tmp_path / "cut")
+    assert len(journal) == 2 and all("carry" in record for record in journal.values())
+    resumed = run_sweep(spec(resnet), tmp_path / "cut", workers=1, reports=False)
+    assert (resumed.computed, resumed.reused) == (len(fresh.rows) - 2, 2)
+    assert without_time(resumed.rows) == without_time(fresh.rows)
+    # Nothing left: a third run solves nothing; a pool gives the same rows (deterministic).
+    assert run_sweep(spec(resnet), tmp_path / "cut", workers=1, reports=False).computed == 0
+    pooled = run_sweep(spec(resnet), tmp_path / "pool", workers=2, reports=False)
+    assert without_time(pooled.rows) == without_time(fresh.rows)
