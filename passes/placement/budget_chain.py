@@ -34,6 +34,13 @@ true statement: the status and gap of the schedule it reports against the
 bounds valid at its budget, ``time_s`` the time spent on it, ``reused_from`` the
 budget whose schedule it reports when that is another one.
 
+A result replaced by fact 4 reports the bound valid for its schedule at its
+budget: a sliced schedule at a budget where only whole-operator bounds are known
+(``--slicing auto`` does not slice where the budget does not bind) has none
+there, so it reports status ``time_limit`` and gap 1 -- shorter, but not proven.
+Reused and replaced results carry the solver statistics (solver, model size) of
+the solve that found their schedule.
+
 The throughput objective is not chained here (each point is solved alone).
 """
 
