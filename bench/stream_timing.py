@@ -54,7 +54,7 @@ import onnx
 from cimsplit.cli import main as cimsplit
 from cimsplit.models import zoo
 from cimsplit.runtime import Session
-from cimsplit.runtime.piece_costs import host_pieces_of
+from cimsplit.runtime.piece_costs import cpu_means, cpu_medians, host_pieces_of, latency_prediction, stream_prediction
 
 RESULTS = Path(__file__).resolve().parent / "results" / "stream_timing"
 
@@ -92,10 +92,17 @@ def measure(out: Path, frames: int, repeat: int) -> dict[str, float | int | bool
         feeds = {s.name: rng.standard_normal([int(d) for d in s.shape]).astype(s.dtype) for s in session.input_specs}
         single = session.run(feeds)
         session.measure_latency(feeds)  # warm-up: loads the pieces, fills onnxruntime's arena
-        latency = statistics.median(session.measure_latency(feeds).latencies_ns[0] for _ in range(repeat))
+        singles = [session.measure_latency(feeds) for _ in range(repeat)]
+        latency = statistics.median(r.latencies_ns[0] for r in singles)
         run = session.measure_stream([feeds] * frames, warm_up=True)
         host = [t for t in run.tasks if t.resource == "host"]
         pieces = host_pieces_of(plan.report)
+        # What these runs would have measured without preemption: the executor's rules, dry, on their
+        # host pieces' CPU times (a neighbour's load inflates wall times, not the host thread's CPU time).
+        cpu_latency = session.predict("latency", 1, cpu_medians(singles)).latencies_ns[0]
+        cpu_period = session.predict("stream", frames, cpu_means([run])).period_ns
+        measured_pieces = cpu_means([run])
+        pieces_period, ops_period = stream_prediction(session, frames, pieces)
         same = all(np.allclose(out[k], v, atol=1e-4, rtol=1e-3) for out in run.outputs for k, v in single.items())
         return {"modeled_latency_ns": session.timeline.makespan_ns, "measured_latency_ns": latency,
                 "stream_latency_ns": plan.stream.latency_ns if plan.stream else None,
@@ -106,10 +113,13 @@ def measure(out: Path, frames: int, repeat: int) -> dict[str, float | int | bool
                 "host_wall_over_modeled": sum(t.finish_ns - t.start_ns for t in host) / sum(t.modeled_ns for t in host),
                 "host_cpu_over_modeled": sum(t.cpu_ns for t in host) / sum(t.modeled_ns for t in host),
                 "partitions": len(plan.partitions),
-                "pieces_latency_ns": pieces.latency.predicted_ns if pieces else None,
-                "pieces_period_ns": pieces.stream.predicted_ns if pieces and pieces.stream else None,
-                "pieces_ops_latency_ns": pieces.latency.ops_predicted_ns if pieces else None,
-                "pieces_ops_period_ns": pieces.stream.ops_predicted_ns if pieces and pieces.stream else None}
+                "cpu_latency_ns": cpu_latency, "cpu_period_ns": cpu_period,
+                "host_cpu_over_pieces": (sum(t.cpu_ns for t in host) / sum(
+                    {p.name: p.measured_ns for p in pieces.stream.pieces}[t.name] for t in host)
+                    if pieces and pieces.stream and set(measured_pieces) <= {p.name for p in pieces.stream.pieces} else None),
+                "pieces_latency_ns": latency_prediction(session, pieces),
+                "pieces_period_ns": pieces_period, "ops_period_ns": ops_period,
+                "pieces_steady_period_ns": pieces.stream.predicted_ns if pieces and pieces.stream else None}
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -146,7 +156,7 @@ def main() -> int:
     header = (f"{'model':<9} {'C':>4} {'plan':<10} {'P model':>9} {'improv':>7} {'P meas':>9} {'P ratio':>7} "
               f"{'K':>2} {'L model':>9} {'L meas':>9} {'L ratio':>7} {'pieces':>6} {'host':>5} {'cpu':>5} {'same':>4}")
     if args.measure_pieces:
-        header += f" {'P pcs':>9} {'P ratio':>7} {'L pcs':>9} {'L ratio':>7}"
+        header += f" {'P pcs':>9} {'P ratio':>7} {'L pcs':>9} {'L ratio':>7} {'cpu pcs':>7} {'Pcpu r':>6} {'Lcpu r':>6} {'P ops N':>9} {'P ratio':>7}"
     say(header)
     rows = []
     with tempfile.TemporaryDirectory(prefix="cimsplit-stream-") as tmp:
@@ -177,7 +187,10 @@ def main() -> int:
                         f"{row['host_wall_over_modeled']:>5.2f} {row['host_cpu_over_modeled']:>5.2f} "
                         f"{'yes' if row['outputs_equal'] else 'NO':>4}"
                         + (f" {ms(row['pieces_period_ns']):>9} {ratio(row['measured_period_ns'], row['pieces_period_ns']):>7} "  # type: ignore[arg-type]
-                           f"{ms(row['pieces_latency_ns']):>9} {ratio(row['measured_latency_ns'], row['pieces_latency_ns']):>7}"  # type: ignore[arg-type]
+                           f"{ms(row['pieces_latency_ns']):>9} {ratio(row['measured_latency_ns'], row['pieces_latency_ns']):>7} "  # type: ignore[arg-type]
+                           f"{row['host_cpu_over_pieces'] or float('nan'):>7.2f} "
+                           f"{ratio(row['cpu_period_ns'], row['pieces_period_ns']):>6} {ratio(row['cpu_latency_ns'], row['pieces_latency_ns']):>6} "  # type: ignore[arg-type]
+                           f"{ms(row['ops_period_ns']):>9} {ratio(row['measured_period_ns'], row['ops_period_ns']):>7}"  # type: ignore[arg-type]
                            if args.measure_pieces else ""))
     say(f"load average at end {load_average()}")
     say(f"P: stream period (measured over {args.frames} frames: spacing of the finishes of frames "
@@ -186,7 +199,13 @@ def main() -> int:
         "stream's host pieces, wall time and CPU time of the host thread (which neighbours' preemption does not "
         "inflate), over their modeled time; same: every frame's outputs equal the single-frame outputs"
         + ("; P pcs, L pcs: the period and one frame's latency predicted with the host pieces measured at compile "
-           f"(--measure-pieces, a stream of {args.measure_pieces} frames, 10 single frames) and the ratios against them"
+           f"(--measure-pieces, a stream of {args.measure_pieces} frames, 10 single frames) and the ratios against them; "
+           "cpu pcs: the stream's host pieces' CPU time over their costs measured at compile; Pcpu r, Lcpu r: the "
+           "period and latency these runs would have had without preemption (the executor's rules, dry, on their "
+           "pieces' CPU times) over the pieces' prediction; P ops N: the period the executor's rules give a "
+           f"stream of {args.frames} frames with the per-operator costs (a stream of few frames against many in "
+           "flight is mostly fill and drain), and the ratio against it.  P pcs is predicted for the same stream "
+           "length"
            if args.measure_pieces else ""))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ import numpy as np
 
 from cimsplit.errors import CimsplitError
 from cimsplit.files import write_atomic
-from cimsplit.runtime.piece_costs import host_pieces_of
+from cimsplit.runtime.piece_costs import host_pieces_of, latency_prediction, stream_prediction
 from cimsplit.runtime.plan import dumps
 from cimsplit.runtime.session import CIM_TIMINGS
 
@@ -319,10 +319,11 @@ def _timed_latency(session, feeds: dict[str, np.ndarray], repeat: int) -> dict[s
     median = float(np.median(latencies))
     modeled = session.timeline.makespan_ns  # the plan's schedule replayed for one frame alone
     pieces = host_pieces_of(session.manifest.plan.report)
+    predicted = latency_prediction(session, pieces)
     result = {"measured": median, "modeled": modeled}
     which = "one frame alone"
-    if pieces is not None:  # compiled with --measure-pieces: host costs measured where the runtime runs them
-        result = {"measured": median, "modeled": pieces.latency.predicted_ns, "modeled_per_operator": modeled}
+    if pieces is not None and predicted is not None:  # compiled with --measure-pieces: host costs measured in the runtime
+        result = {"measured": median, "modeled": predicted, "modeled_per_operator": modeled}
         which += f", host pieces measured on {pieces.cpu}; per-operator costs {_fmt_ns(modeled)}"
     print(f"measured latency (modeled CIM timing): median {_fmt_ns(median)} of {repeat} frames "
           f"(min {_fmt_ns(latencies[0])}, max {_fmt_ns(latencies[-1])}); modeled {_fmt_ns(result['modeled'])} "
@@ -336,8 +337,8 @@ def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.nd
     modeled = session.manifest.plan.period_ns
     pieces = host_pieces_of(session.manifest.plan.report)
     per_operator = modeled
-    if pieces is not None and pieces.stream is not None:  # compiled with --measure-pieces
-        modeled = pieces.stream.predicted_ns
+    if pieces is not None and frames > 1:  # compiled with --measure-pieces: predicted for a stream of this length
+        modeled = stream_prediction(session, frames, pieces)[0] or modeled
     measured = run.period_ns if frames > 1 else run.wall_ns
     print(f"streamed (modeled CIM timing): {frames} frames, {session.frames_in_flight} in flight, "
           f"{frames / run.wall_ns * 1e9:.1f} frames/s overall"
@@ -347,8 +348,8 @@ def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.nd
              f"(last - first finish) / (frames - 1) = {_fmt_ns(run.period_end_to_end_ns)}") if frames > 1 else "one frame's latency"
     print(f"measured period {_fmt_ns(measured)} [{which}]; plan period "
           f"{_fmt_ns(modeled) if modeled else 'n/a (a plan written before streams: recompile)'}"
-          + (f" (host pieces measured on {pieces.cpu}; per-operator costs {_fmt_ns(per_operator)})"
-             if modeled != per_operator and per_operator else "")
+          + (f" (host pieces measured on {pieces.cpu}, a stream of {frames} frames; per-operator costs, steady "
+             f"state {_fmt_ns(per_operator)})" if pieces is not None and modeled != per_operator and per_operator else "")
           + f"; measured/modeled {_ratio(measured, modeled)}")
     exact = is_quantized(session.manifest.model_path) if Path(session.manifest.model_path).is_file() else False
     same = all(equal for out in run.outputs for _, _, _, equal in compare(out, single, exact))

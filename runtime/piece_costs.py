@@ -12,17 +12,24 @@ the per-operator costs say (``bench/results/host_pieces_diagnosis.txt``).
 
 :func:`measure_host_pieces` measures each piece where it runs: the CPU time
 of the host thread (``time.thread_time``, which a neighbour's preemption does
-not inflate) per call, median over ``repeat`` single frames (the latency
-schedule's pieces) and over a stream of ``frames`` frames (the stream
-schedule's pieces, with the plan's frames in flight), each after an untimed
-warm-up pass.  The prediction is then the timed executor's own rules (host
-in the schedule's order, CIM and bus emulated, frames admitted
-``frames_in_flight`` at a time) in a dry run with those costs
-(:meth:`~cimsplit.runtime.timed.TimedExecutor.run` with ``host_ns``): one
-frame's latency and the stream's steady-state period.  The same dry run with
-the per-operator costs is recorded beside it, so the plan says how much of
-the difference is the runtime's rules (a piece hands its outputs over when
-it ends) and how much the measured costs.
+not inflate) per call: the median over ``repeat`` single frames (the latency
+schedule's pieces) and the mean over a stream of ``frames`` frames (the stream
+schedule's pieces, with the plan's frames in flight; a period is a mean), each
+after an untimed warm-up pass.  The prediction is then the timed executor's
+own rules (host in the schedule's order, CIM and bus emulated, frames
+admitted ``frames_in_flight`` at a time) in a dry run with those costs
+(:meth:`~cimsplit.runtime.session.Session.predict`): one frame's latency, and
+the stream's steady-state period (a dry run of
+max(200, 10 x frames in flight) frames).  The same dry run with the
+per-operator costs is recorded beside it, so the plan says how much of the
+difference is the runtime's rules (a piece hands its outputs over when it
+ends) and how much the measured costs.
+
+A stream of N frames with K in flight is mostly fill and drain unless N is
+several times K (YOLOv5n's plans have K = 26-43: a 50-frame stream never
+reaches its steady state, and its spacing of finishes is not the period), so
+:func:`stream_prediction` predicts a stream of the length that was measured,
+with the same estimator (:attr:`~cimsplit.runtime.timed.TimedRun.period_ns`).
 
 ``cimsplit compile --measure-pieces`` writes the result into plan.json's
 ``host_pieces`` section (:class:`HostPieces`); ``run --cim-timing modeled``
@@ -34,6 +41,7 @@ average.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,10 +54,10 @@ import onnxruntime as ort
 from cimsplit.files import write_atomic
 from cimsplit.machine import cpu_model, load_average
 from cimsplit.runtime.plan import dumps
-from cimsplit.runtime.timed import TimedExecutor, TimedRun
+from cimsplit.runtime.timed import TimedRun
 
 __all__ = ["PieceCost", "PieceTiming", "HostPieces", "measure_host_pieces", "write_host_pieces", "host_pieces_of",
-           "SECTION"]
+           "cpu_medians", "cpu_means", "stream_prediction", "latency_prediction", "STEADY_FRAMES_PER_FLIGHT", "SECTION"]
 
 SECTION = "host_pieces"
 """plan.json's key for :class:`HostPieces`."""
@@ -135,26 +143,70 @@ def host_pieces_of(report: Mapping[str, Any]) -> HostPieces | None:
     return None if data is None else HostPieces.from_json(data)
 
 
-def predict(executor: TimedExecutor, stream: Sequence[Mapping[str, np.ndarray]], host_ns: Mapping[str, float]) -> TimedRun:
-    """A dry run of ``executor`` with the host pieces taking ``host_ns`` (piece name -> ns)."""
-    return executor.run(stream, host_ns=host_ns)
+STEADY_FRAMES_PER_FLIGHT = 10
+"""The recorded period is a dry run's over max(200, 10 x frames in flight) frames: its steady state.  A
+stream of few frames (fewer than several times the frames in flight) is mostly fill and drain, and its
+spacing of finishes is not the period: :func:`stream_prediction` predicts such a stream for its own length."""
 
 
-def _timing(executor: TimedExecutor, runs: Sequence[TimedRun], stream: Sequence[Mapping[str, np.ndarray]],
-            plan_ns: float, period: bool) -> PieceTiming:
+def cpu_medians(runs: Sequence[TimedRun]) -> dict[str, float]:
+    """Host piece name -> median CPU time per call over the timed ``runs``."""
     cpu: dict[str, list[float]] = {}
     for run in runs:
         for task in run.tasks:
             if task.resource == "host":
                 cpu.setdefault(task.name, []).append(task.cpu_ns)
-    pieces = tuple(PieceCost(p.name, p.operators, p.duration_ns, statistics.median(cpu[p.name])) for p in executor.pieces)
+    return {name: statistics.median(values) for name, values in cpu.items()}
 
-    def figure(run: TimedRun) -> float:
-        return (run.period_ns or 0.0) if period else run.latencies_ns[0]
 
-    measured = figure(predict(executor, stream, {p.name: p.measured_ns for p in pieces}))
-    modeled = figure(predict(executor, stream, {p.name: p.modeled_ns for p in pieces}))
-    return PieceTiming(pieces, measured, modeled, plan_ns)
+def _timing(session: Any, mode: str, runs: Sequence[TimedRun], frames: int, plan_ns: float, mean: bool) -> PieceTiming:
+    """Pieces of ``mode``'s executor with their CPU times in ``runs`` (medians, or means: ``mean``), and the
+    latency (one frame) or steady-state period (``frames`` frames, a stream) predicted with them."""
+    executor = session._executor(mode)
+    cpu = cpu_means(runs) if mean else cpu_medians(runs)
+    pieces = tuple(PieceCost(p.name, p.operators, p.duration_ns, cpu[p.name]) for p in executor.pieces)
+
+    def figure(host_ns: Mapping[str, float]) -> float:
+        run = session.predict(mode, frames, host_ns)
+        return (run.period_ns or 0.0) if mode == "stream" else run.latencies_ns[0]
+
+    return PieceTiming(pieces, figure({p.name: p.measured_ns for p in pieces}),
+                       figure({p.name: p.modeled_ns for p in pieces}), plan_ns)
+
+
+def cpu_means(runs: Sequence[TimedRun]) -> dict[str, float]:
+    """Host piece name -> mean CPU time per call over the timed ``runs`` (a stream's period is a mean)."""
+    cpu: dict[str, list[float]] = {}
+    for run in runs:
+        for task in run.tasks:
+            if task.resource == "host":
+                cpu.setdefault(task.name, []).append(task.cpu_ns)
+    return {name: math.fsum(values) / len(values) for name, values in cpu.items()}
+
+
+def stream_prediction(session: Any, frames: int, pieces: HostPieces | None) -> tuple[float | None, float | None]:
+    """(with the measured piece costs, with the per-operator costs): the period the executor's rules give a
+    stream of ``frames`` frames, measured as :attr:`~cimsplit.runtime.timed.TimedRun.period_ns` is.
+    The first is None without measured stream pieces (or when they are not the pieces this runtime cuts)."""
+    per_operator = session.predict("stream", frames).period_ns
+    if pieces is None or pieces.stream is None:
+        return None, per_operator
+    costs = {p.name: p.measured_ns for p in pieces.stream.pieces}
+    if set(costs) != set(session.host_piece_names("stream")):
+        return None, per_operator
+    return session.predict("stream", frames, costs).period_ns, per_operator
+
+
+def latency_prediction(session: Any, pieces: HostPieces | None) -> float | None:
+    """One frame's latency with the measured piece costs (None without them, or when the pieces differ)."""
+    if pieces is None:
+        return None
+    costs = {p.name: p.measured_ns for p in pieces.latency.pieces}
+    if set(costs) != set(session.host_piece_names("latency")):
+        return None
+    return session.predict("latency", 1, costs).latencies_ns[0]
+
+
 
 
 def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: int = 0) -> HostPieces:
@@ -165,13 +217,14 @@ def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: 
     before = load_average()
     session.measure_latency(feeds, warm_up=True)
     runs = [session.measure_latency(feeds) for _ in range(max(1, repeat))]
-    latency = _timing(session._executor("latency"), runs, [feeds], session.timeline.makespan_ns, period=False)
+    latency = _timing(session, "latency", runs, 1, session.timeline.makespan_ns, mean=False)
     plan = session.manifest.plan
     stream = None
     if plan.stream is not None and plan.period_ns is not None:
         frames = max(2, frames)
         run = session.measure_stream([feeds] * frames, warm_up=True)
-        stream = _timing(session._executor("stream"), [run], [feeds] * frames, plan.period_ns, period=True)
+        steady = max(200, STEADY_FRAMES_PER_FLIGHT * session.frames_in_flight)
+        stream = _timing(session, "stream", [run], steady, plan.period_ns, mean=True)
     return HostPieces(latency, stream, max(1, repeat), frames if stream else 0, cpu_model(), ort.__version__,
                       before, load_average())
 

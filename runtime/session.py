@@ -292,6 +292,20 @@ class Session:
             self._executor("stream").run(frames)
         return self._executor("stream").run(frames)
 
+    def predict(self, mode: str, frames: int, host_ns: Mapping[str, float] | None = None) -> TimedRun:
+        """A dry run (no compute, no waits) of ``frames`` frames on the ``latency`` or ``stream`` executor.
+
+        ``host_ns``: host piece name -> its cost; None: each piece's summed per-operator cost.
+        """
+        executor = self._executor(mode)
+        costs = dict(host_ns) if host_ns is not None else {p.name: p.duration_ns for p in executor.pieces}
+        nothing: dict[str, np.ndarray] = {}  # a dry run reads no input
+        return executor.run([nothing] * max(1, frames), host_ns=costs)
+
+    def host_piece_names(self, mode: str) -> list[str]:
+        """Names of the host pieces the ``latency`` or ``stream`` executor runs, in schedule order."""
+        return [p.name for p in self._executor(mode).pieces]
+
     @property
     def frames_in_flight(self) -> int:
         """Frames a stream overlaps: the plan's ``frames_in_flight``, or two for a plan without a stream schedule."""

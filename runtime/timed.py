@@ -225,7 +225,8 @@ class TimedExecutor:
         self._cim.reset()
         bus = ModeledBus(sched.serial_bus)
         ev = _Events()
-        values: list[dict[str, np.ndarray]] = [dict(feeds) for feeds in stream]
+        values: list[dict[str, np.ndarray]] = [dict.fromkeys(self._inputs, _NOTHING) if dry else dict(feeds)
+                                               for feeds in stream]
         received: list[tuple[int, str, np.ndarray]] = []
         host_tasks: list[EmulatedTask] = []
         t0 = 0.0 if dry else float(now_ns())

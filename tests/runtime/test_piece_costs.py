@@ -39,6 +39,7 @@ def test_a_dry_run_with_the_per_operator_costs_is_the_plan(stream_dir) -> None:
         run = one.run([feeds], host_ns={p.name: p.duration_ns for p in one.pieces})
         assert run.latencies_ns == [session.timeline.makespan_ns] == [4039.0]
         assert run.outputs == [{}]
+        assert session.predict("latency", 1).latencies_ns == [4039.0]  # per-operator costs by default
         stream = session._executor("stream")
         run = stream.run([feeds] * 10, host_ns={p.name: p.duration_ns for p in stream.pieces})
         assert run.period_ns == session.manifest.plan.period_ns == 3287.5  # c1 and c2, 3287.5 ns each, bound it
@@ -65,10 +66,13 @@ def test_measured_pieces_are_recorded_and_predicted_with(stream_dir, tmp_path, c
         assert measured.stream is not None and measured.frames == 4 and measured.repeat == 2
         assert all(p.measured_ns > 0 for p in measured.latency.pieces + measured.stream.pieces)
         assert (measured.latency.ops_predicted_ns, measured.latency.plan_ns) == (4039.0, 4039.0)
-        assert (measured.stream.ops_predicted_ns, measured.stream.plan_ns) == (3287.5, 3287.5)
-        feeds = session.check_feeds(frames(1)[0])
-        again = session._executor("latency").run([feeds], host_ns={p.name: p.measured_ns for p in measured.latency.pieces})
+        assert measured.stream.plan_ns == 3287.5 and measured.stream.ops_predicted_ns == pytest.approx(3287.5)
+        again = session.predict("latency", 1, {p.name: p.measured_ns for p in measured.latency.pieces})
         assert again.latencies_ns == [measured.latency.predicted_ns]
+        # The stream's figure is the steady state: a dry run of 200 frames (2 in flight) with the stream's costs.
+        steady = session.predict("stream", 200, {p.name: p.measured_ns for p in measured.stream.pieces})
+        assert steady.period_ns == measured.stream.predicted_ns
+        three = session.predict("stream", 3, {p.name: p.measured_ns for p in measured.stream.pieces}).period_ns
     before = read_plan(stream_dir / "plan.json")
     write_host_pieces(stream_dir, measured)
     after = read_plan(stream_dir / "plan.json")
@@ -81,7 +85,7 @@ def test_measured_pieces_are_recorded_and_predicted_with(stream_dir, tmp_path, c
     data = json.loads(report.read_text())
     assert data["latency_ns"]["modeled"] == measured.latency.predicted_ns
     assert data["latency_ns"]["modeled_per_operator"] == 4039.0
-    assert data["period_ns"]["modeled"] == measured.stream.predicted_ns
+    assert data["period_ns"]["modeled"] == three  # predicted for a stream of the measured length
     assert "host pieces measured on" in capsys.readouterr().out
 
 
