@@ -7,7 +7,7 @@ cached per model, slicing candidates of every kind), place it with
 makespans, their ratio, crossbars used, operators sliced (KS / OFM) and the
 solver's status and gap.  Every plan that slices is annotated, split, written
 and run with ``cimsplit run --check`` (float: atol 1e-4, rtol 1e-3; int8 QDQ:
-bit for bit), and ``auto``'s choice (slice only when the budget binds) is shown.
+bit for bit).  (``auto`` is ``all`` since the sliced problem's proven bound decides it: bench/sliced_proofs.py.)
 
     .venv/bin/python bench/slicing_table.py [--models resnet18,resnet50,yolov5n] [--crossbars 25,50,100]
         [--mvm-latency 50,500] [--time-limit 60] [--int8]
@@ -33,7 +33,6 @@ from cimsplit.passes.emit.artifacts import write_artifacts  # noqa: E402
 from cimsplit.passes.emit.report import result_to_json  # noqa: E402
 from cimsplit.passes.pipeline import CompileOptions, build_artifacts, cost_model, load_model, place_model  # noqa: E402
 from cimsplit.passes.placement.options import SolveOptions  # noqa: E402
-from cimsplit.passes.placement.sliced_place import budget_binds  # noqa: E402
 
 
 def main() -> int:
@@ -73,7 +72,7 @@ def main() -> int:
                         ok, diff = run_check(out)
                         failures += not ok
                         check = f"{'ok' if ok else 'FAIL'} {diff:.2g}"
-                    auto = "all" if budget_binds(whole.problem, whole.schedule) else "off"
+                    auto = "all"
                     print(f"{name:<9} {crossbars:>4} {int(t_mvm):>5} {whole.schedule.makespan_ns / 1e6:>9.3f} "
                           f"{sliced.schedule.makespan_ns / 1e6:>9.3f} "
                           f"{sliced.schedule.makespan_ns / whole.schedule.makespan_ns:>6.3f} "

@@ -127,9 +127,8 @@ class SolverArgs:
         group.add_argument("--plain", action="store_true", help="the paper's plain formulation, without cuts or tightenings")
         group.add_argument("--slicing", default="auto", metavar="off|ks|ofm|all",
                            help="split Conv/Gemm/MatMul operators between the CIM and the host (TSO): by output "
-                                "channels (ks), output rows (ofm) or either (all); default auto: all when the "
-                                "crossbar budget binds (the whole-operator optimum leaves on the host an operator "
-                                "faster on the CIM that does not fit), else off")
+                                "channels (ks), output rows (ofm) or either (all); default auto (= all): slice exactly when "
+                                "that is shorter, decided by the sliced problem's proven bound")
         if self.verbose:
             group.add_argument("--verbose", action="store_true", help="show solver output")
         if self.stream:

@@ -15,8 +15,8 @@ __all__ = ["DEFAULT_MIP_GAP", "OBJECTIVES", "SLICING_CHOICES", "SolveOptions"]
 
 OBJECTIVES = ("latency", "throughput")
 SLICING_CHOICES = ("auto", "off", "ks", "ofm", "all")
-"""``--slicing``: ``auto`` slices (KS and OFM) only when the crossbar budget binds (see
-:func:`cimsplit.passes.placement.sliced_place.budget_binds`); ``off`` never; the others always try those kinds."""
+"""``--slicing``: ``auto`` (and ``all``) slice (KS and OFM) exactly when a proof says it is shorter
+(:func:`cimsplit.passes.placement.sliced_place.place_sliced`); ``off`` never; ``ks``/``ofm`` that kind only."""
 
 DEFAULT_MIP_GAP = 1e-6
 """Relative gap at which a solve counts as optimal unless ``--mip-gap`` says otherwise.

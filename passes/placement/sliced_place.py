@@ -1,13 +1,25 @@
-"""The slicing step of the driver: after the whole-operator solve, solve again with slicing options.
+"""The slicing step of the driver: after the whole-operator solve, the sliced problem, decided by proof.
 
-:func:`place_sliced` takes the whole-operator result (validated, never worse than
+:func:`place_sliced` takes the whole-operator result W (validated, never worse than
 the baselines) and, when slicing is asked for (``SolveOptions.slicing``) and the
-problem has options of those kinds, solves the sliced model
-(:mod:`cimsplit.passes.placement.solvers.cpsat.sliced`, warm-started and bounded
-by the whole-operator schedule), validates it on the expanded problem and keeps
-it only when it is strictly shorter.  ``auto`` slices only when the budget binds
-(:func:`budget_binds`).  Without slicing the result is the whole-operator one,
-unchanged.
+problem has options of those kinds that fit the budget:
+
+1. computes a cheap lower bound L of the sliced problem
+   (:func:`~cimsplit.passes.placement.sliced_bound.sliced_lower_bound_ns`: host
+   load over mode choices within the budget, critical path of shortest modes).
+   If W's makespan is within the gap of L, W is optimal for the sliced problem
+   too (its optimum is >= L and <= W, W being a feasible sliced schedule): no
+   sliced solve is needed, and the reason says so.
+2. Otherwise solves the sliced problem
+   (:func:`~cimsplit.passes.placement.solvers.cpsat.sliced_staged.solve_sliced_staged`,
+   warm-started and bounded by W) and keeps its schedule, validated on the
+   expanded problem, when it is strictly shorter than W.
+
+Either way the result carries the sliced problem's bound, gap and status:
+``optimal`` iff the reported schedule's gap to a proven lower bound of the
+sliced optimum is within the gap limit.  ``auto`` is ``all``: both slice
+exactly when that is shorter (no heuristic decides it).  Without options (or
+with ``off``) the result is the whole-operator one, unchanged.
 """
 
 from __future__ import annotations
@@ -18,57 +30,78 @@ from dataclasses import replace
 from cimsplit.errors import CimsplitError
 from cimsplit.passes.placement.options import SLICING_CHOICES, SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
+from cimsplit.passes.placement.result import PlacementResult, SolverStats
+from cimsplit.passes.placement.sliced_bound import sliced_lower_bound_ns
 from cimsplit.passes.placement.slicing import KINDS, with_kinds
 from cimsplit.passes.placement.validate import validate
 
-__all__ = ["budget_binds", "place_sliced", "slicing_kinds"]
+__all__ = ["fitting", "place_sliced", "slicing_kinds"]
 
 log = logging.getLogger(__name__)
 
 
 def slicing_kinds(choice: str) -> tuple[str, ...]:
-    """The slicing kinds ``--slicing choice`` may use (``auto``: all of them, when the budget binds)."""
+    """The slicing kinds ``--slicing choice`` may use (``auto`` and ``all``: every kind)."""
     if choice not in SLICING_CHOICES:
         raise CimsplitError(f"unknown slicing {choice!r}", hint=f"choose one of {', '.join(SLICING_CHOICES)}")
     return {"off": (), "ks": ("ks",), "ofm": ("ofm",)}.get(choice, KINDS)
 
 
-def budget_binds(problem: PlacementProblem, schedule: Schedule) -> bool:
-    """Whether the whole-operator schedule leaves on the host a CIM-capable operator that would run
-    faster on the CIM (T_acc < T_host) but needs more crossbars than the budget has left."""
-    left = problem.budget - sum(c for c, h in zip(problem.crossbars, schedule.on_host) if not h)
-    return any(schedule.on_host[v] and problem.capable(v) and problem.t_cim_ns[v] < problem.t_host_ns[v]  # type: ignore[operator]
-               and problem.crossbars[v] > left for v in range(problem.n))
+def fitting(problem: PlacementProblem) -> PlacementProblem:
+    """``problem`` without the slicing options whose CIM part alone exceeds the budget (no schedule uses them)."""
+    if not problem.slicings:
+        return problem
+    keep = tuple(tuple(o for o in options if o.crossbars <= problem.budget) for options in problem.slicings)
+    return replace(problem, slicings=keep if any(keep) else ())
+
+
+def _gap(objective_ns: float, bound_ns: float) -> float:
+    return max(0.0, (objective_ns - bound_ns) / objective_ns) if objective_ns > 0 else 0.0
 
 
 def place_sliced(problem: PlacementProblem, options: SolveOptions, whole: PlacementResult,
                  time_left_s: float) -> PlacementResult:
-    """``whole`` (the result on ``problem`` without slicings), or a strictly better validated sliced one."""
-    sliced_problem = with_kinds(problem, slicing_kinds(options.slicing))
-    if not sliced_problem.slicings:
-        return whole
-    if options.slicing == "auto" and not budget_binds(whole.problem, whole.schedule):
-        log.info("slicing auto: the budget does not bind, no slicing")
-        return whole
-    from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced  # ortools is imported lazily
+    """``whole`` (the result on ``problem`` without slicings) with the sliced problem's bound and status,
+    or a strictly better validated sliced result."""
+    from cimsplit.passes.placement.solvers.cpsat.sliced import gap_status
 
-    outcome = solve_sliced(sliced_problem, replace(options, time_limit_s=max(time_left_s, 1.0)), whole.schedule)
+    sliced_problem = fitting(with_kinds(problem, slicing_kinds(options.slicing)))
+    if not sliced_problem.slicings:
+        if options.slicing != "off" and problem.slicings:
+            kept = replace(whole.solver, reason=f"{whole.solver.reason}; slicing {options.slicing}: no slicing "
+                           f"option fits the budget of {problem.budget} crossbars (the whole-operator problem)")
+            return replace(whole, solver=kept)
+        return whole
     stats = whole.solver
-    note = (f"slicing {options.slicing}: cpsat {outcome.status} in {outcome.time_s:.2f} s "
-            f"({outcome.n_variables} variables, {outcome.n_constraints} constraints)")
-    if outcome.schedule is None or not outcome.schedule.slicing or \
-            outcome.schedule.makespan_ns >= whole.schedule.makespan_ns * (1 - 1e-9):
-        kept = replace(stats, reason=f"{stats.reason}; {note}: no slicing shortens the schedule",
-                       time_s=stats.time_s + outcome.time_s)
+    made_ns = whole.schedule.makespan_ns
+    cheap_ns = min(sliced_lower_bound_ns(sliced_problem), made_ns)
+    if gap_status(made_ns, cheap_ns, options) != "time_limit":
+        note = (f"slicing {options.slicing}: the whole-operator schedule is optimal with slicing too "
+                f"(sliced lower bound {cheap_ns:.6g} ns: host load / critical path)")
+        log.info("%s", note)
+        kept = replace(stats, status=gap_status(made_ns, cheap_ns, options), bound_ns=cheap_ns,
+                       gap=_gap(made_ns, cheap_ns), reason=f"{stats.reason}; {note}")
         return replace(whole, solver=kept)
-    schedule = validate(sliced_problem, outcome.schedule.on_host, slicing=outcome.schedule.slicing,
-                        host_order=outcome.host_order, objective_ns=outcome.schedule.makespan_ns,
-                        source="cpsat (slicing)")
-    bound_ns = min(outcome.bound_ns, schedule.makespan_ns)
-    gap = (schedule.makespan_ns - bound_ns) / schedule.makespan_ns if schedule.makespan_ns > 0 else 0.0
+    from cimsplit.passes.placement.solvers.cpsat.sliced_staged import solve_sliced_staged  # ortools, lazily
+
+    outcome, how = solve_sliced_staged(sliced_problem, replace(options, time_limit_s=max(time_left_s, 1.0)),
+                                       whole.schedule)
+    note = (f"slicing {options.slicing}: cpsat {outcome.status} ({how}; "
+            f"{outcome.n_variables} variables, {outcome.n_constraints} constraints)")
+    bound_ns = max(outcome.bound_ns, cheap_ns)
+    found = outcome.schedule
+    if found is None or not found.slicing or found.makespan_ns >= made_ns * (1 - 1e-9):
+        bound_ns = min(bound_ns, made_ns)
+        kept = replace(stats, status=gap_status(made_ns, bound_ns, options), bound_ns=bound_ns,
+                       gap=_gap(made_ns, bound_ns), time_s=stats.time_s + outcome.time_s,
+                       reason=f"{stats.reason}; {note}: no slicing shortens the schedule")
+        return replace(whole, solver=kept)
+    schedule = validate(sliced_problem, found.on_host, slicing=found.slicing, host_order=outcome.host_order,
+                        objective_ns=found.makespan_ns, source="cpsat (slicing)")
+    bound_ns = min(bound_ns, schedule.makespan_ns)
     sliced_stats = SolverStats(
-        name="cpsat", status=outcome.status, objective_ns=schedule.makespan_ns, bound_ns=bound_ns, gap=gap,
-        time_s=stats.time_s + outcome.time_s, n_operators=problem.n, n_variables=outcome.n_variables,
-        n_constraints=outcome.n_constraints, reason=f"{stats.reason}; {note}")
+        name="cpsat", status=gap_status(schedule.makespan_ns, bound_ns, options), objective_ns=schedule.makespan_ns,
+        bound_ns=bound_ns, gap=_gap(schedule.makespan_ns, bound_ns), time_s=stats.time_s + outcome.time_s,
+        n_operators=problem.n, n_variables=outcome.n_variables, n_constraints=outcome.n_constraints,
+        reason=f"{stats.reason}; {note}")
     return PlacementResult(sliced_problem, schedule, sliced_stats, whole.baselines, whole.warnings)

@@ -161,3 +161,75 @@ def random_sliced_problem(rng: random.Random, max_ops: int = 6, max_options: int
                     t_graph_in_ns=float(rng.randint(0, int(base.t_in_ns[v])))))
         slicings.append(tuple(options))
     return replace(base, slicings=tuple(slicings))
+
+
+def random_chained_sliced_problem(rng: random.Random, blocks: int = 2, max_block_ops: int = 3) -> PlacementProblem:
+    r"""Random sliced blocks between host-only joins, so that the bottleneck chain has several segments::
+
+        j0 -> [block 1: 1-3 operators, random edges] -> j1 -> [block 2] -> j2
+
+    Every source of a block reads the join before it and every sink feeds the join after it
+    (transfers 0-20 ns, integer costs); sometimes a skip edge jumps from a block to the last join,
+    with a transfer that may exceed the joins it jumps (then the decomposition is only a bound).
+    The first join reads the graph input.
+    """
+    from cimsplit.passes.placement.problem import SliceOption
+
+    names: list[str] = []
+    t_host: list[float] = []
+    t_cim: list[float | None] = []
+    xbars: list[int] = []
+    edges: list[tuple[int, int, float]] = []
+
+    def add(name: str, host: float, cim: float | None, crossbars: int) -> int:
+        names.append(name)
+        t_host.append(host)
+        t_cim.append(cim)
+        xbars.append(crossbars)
+        return len(names) - 1
+
+    join = add("j0", float(rng.randint(1, 30)), None, 0)
+    members: list[int] = []
+    for b in range(blocks):
+        block = []
+        for k in range(rng.randint(1, max_block_ops)):
+            capable = rng.random() < 0.8
+            v = add(f"b{b}_{k}", float(rng.randint(1, 100)), float(rng.randint(1, 100)) if capable else None,
+                    rng.randint(1, 4) if capable else 0)
+            for u in block:
+                if rng.random() < 0.5:
+                    edges.append((u, v, float(rng.randint(0, 20))))
+            block.append(v)
+        has_pred = {v for _, v, _ in edges}
+        has_succ = {u for u, _, _ in edges}
+        edges += [(join, v, float(rng.randint(0, 20))) for v in block if v not in has_pred]
+        nxt = add(f"j{b + 1}", float(rng.randint(1, 30)), None, 0)
+        edges += [(v, nxt, float(rng.randint(0, 20))) for v in block if v not in has_succ]
+        members += block
+        join = nxt
+    if rng.random() < 0.3:  # a skip edge over at least one join
+        u = rng.choice([v for v in members if v < join - max_block_ops - 1] or members[:1])
+        if (u, join) not in {(a, b) for a, b, _ in edges}:
+            edges.append((u, join, float(rng.randint(0, 60))))
+    n = len(names)
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for u, v, t in edges:
+        preds[v].append((u, t))
+    slicings = []
+    for v in range(n):
+        options = []
+        if t_cim[v] is not None and rng.random() < 0.6:
+            for _ in range(rng.randint(1, 2)):
+                kind = rng.choice(("ks", "ofm"))
+                options.append(SliceOption(
+                    kind=kind, split=rng.randint(1, 8), t_host_ns=float(rng.randint(1, int(t_host[v]))),
+                    t_cim_ns=float(rng.randint(1, int(t_cim[v]))),  # type: ignore[arg-type]
+                    crossbars=rng.randint(1, xbars[v]) if kind == "ks" else xbars[v],
+                    t_join_ns=float(rng.randint(0, 10)), t_back_ns=float(rng.randint(0, 20)),
+                    in_cim_ns=tuple((u, float(rng.randint(0, int(t)))) for u, t in preds[v]),
+                    in_host_ns=tuple((u, float(rng.randint(0, int(t)))) for u, t in preds[v])))
+        slicings.append(tuple(options))
+    writes = tuple(v == n - 1 for v in range(n))
+    return PlacementProblem(names=tuple(names), t_host_ns=tuple(t_host), t_cim_ns=tuple(t_cim), crossbars=tuple(xbars),
+                            edges=tuple(sorted(edges)), budget=rng.randint(0, max(1, sum(xbars))),
+                            writes_output=writes, slicings=tuple(slicings))

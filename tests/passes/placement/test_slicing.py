@@ -45,14 +45,14 @@ def test_one_conv_budget_forces_a_ks_split():
     assert result.solver.status == "optimal"
 
 
-def test_slicing_off_and_auto_without_binding_budget_keep_the_whole_operator_result():
+def test_slicing_off_keeps_the_whole_operator_result_and_auto_slices_when_shorter():
     off = place(one_conv(), SolveOptions(slicing="off"))
     assert off.schedule.slicing == () and off.schedule.makespan_ns == 1000.0
     plain = place(one_conv(slicings=()), SolveOptions())
     assert off.schedule == plain.schedule
-    # Budget 4: the whole CIM (100 + 400 + 100 = 600) fits; auto does not slice.
+    # Budget 4: the whole CIM (100 + 400 + 100 = 600) fits, yet KS is shorter (550): auto slices too.
     roomy = place(one_conv(budget=4), SolveOptions(slicing="auto"))
-    assert roomy.schedule.slicing == () and roomy.schedule.makespan_ns == 600.0
+    assert roomy.schedule.slicing == (0,) and roomy.schedule.makespan_ns == 550.0
     # auto with the budget binding slices.
     assert place(one_conv(), SolveOptions()).schedule.makespan_ns == 550.0
 
@@ -97,6 +97,7 @@ def _check(problem: PlacementProblem) -> None:
     optimum = brute_force_sliced(problem)
     assert result.schedule.makespan_ns == pytest.approx(optimum, rel=1e-9, abs=1e-9), problem
     assert result.solver.bound_ns <= optimum + 1e-9
+    assert (result.solver.status == "optimal") == (result.solver.gap <= 1e-6)
     schedule = result.schedule
     again = validate(result.problem, schedule.on_host, slicing=schedule.slicing,
                      start_ns=schedule.parts.start_ns if schedule.parts else schedule.start_ns)

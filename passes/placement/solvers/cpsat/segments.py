@@ -58,7 +58,8 @@ from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, solve_cpsat
 
-__all__ = ["Segments", "SegmentsRun", "solve_by_segments", "split_at_bottlenecks"]
+__all__ = ["Segments", "SegmentsRun", "chain_segments", "run_decomposition", "solve_by_segments",
+           "split_at_bottlenecks"]
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +108,17 @@ def augment(problem: PlacementProblem) -> PlacementProblem:
 
 def split_at_bottlenecks(problem: PlacementProblem) -> Segments:
     """Bottlenecks, segments and whether the decomposition is exact (see the module docstring)."""
-    aug = augment(problem)
+    return chain_segments(augment(problem))
+
+
+def chain_segments(aug: PlacementProblem, allowed: set[int] | None = None,
+                   edge_ns: dict[tuple[int, int], float] | None = None) -> Segments:
+    """:func:`split_at_bottlenecks` on an augmented problem, with the bottlenecks taken among
+    ``allowed`` (augmented indices; default all) and, for the exactness rule, ``edge_ns[(u, v)]``
+    as the longest time edge u -> v can carry (default its transfer)."""
     anc, desc = dag.ancestors(aug), dag.descendants(aug)
     everything = (1 << aug.n) - 1
-    chain = [v for v in range(aug.n) if anc[v] | desc[v] | (1 << v) == everything]
+    chain = [v for v in range(aug.n) if anc[v] | desc[v] | (1 << v) == everything and (allowed is None or v in allowed)]
     members = tuple(tuple(w for w in range(aug.n) if (desc[a] & anc[b]) >> w & 1) for a, b in itertools.pairwise(chain))
     # Position of every operator on the chain: 2i for bottleneck i, 2i + 1 inside segment i.
     where = {b: 2 * i for i, b in enumerate(chain)}
@@ -118,6 +126,7 @@ def split_at_bottlenecks(problem: PlacementProblem) -> Segments:
     shortest = [dag.min_duration_ns(aug, b) for b in chain]
     exact = True
     for u, v, t in aug.edges:
+        t = max(t, (edge_ns or {}).get((u, v), t))
         jumped = range(where[u] // 2 + 1, (where[v] + 1) // 2)  # bottlenecks strictly between u and v
         paid = aug.capable(u) or aug.capable(v)  # between two host-only operators nothing crosses
         if t > 0 and paid and len(jumped) and sum(shortest[i] for i in jumped) < t:
@@ -135,11 +144,14 @@ class _Solve:
     bound_ns: float
     on_host: dict[int, bool]
     """Device of every segment operator (augmented indices)."""
-    host_order: tuple[int, ...]
+    host_order: tuple
+    """Host operators (augmented indices) in order; with slicing, (operator, role) pairs of the expansion."""
     finished: bool
     """CP-SAT proved its optimum (the bound may still sit below the span by rounding)."""
     seconds: float
     """The time limit it was given."""
+    slicing: dict[int, int] = field(default_factory=dict)
+    """Slicing option of every sliced segment operator (augmented indices; the others are whole)."""
 
 
 def _segment_problem(seg: Segments, i: int, entry_host: bool, exit_host: bool, budget: int
@@ -232,11 +244,19 @@ def solve_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, 
     Segment solves run ``threads`` at a time, one CP-SAT worker each.  Every
     solve that ends before its time limit is deterministic, so is the result.
     """
-    begin = time.perf_counter()
     seg = split_at_bottlenecks(problem)
+    return run_decomposition(_Decomposition, problem, seg, time_limit_s=time_limit_s, gap=gap, threads=threads,
+                             seed=seed, warm_start=warm_start)
+
+
+def run_decomposition(kind: type[_Decomposition], problem: PlacementProblem, seg: Segments, *, time_limit_s: float,
+                      gap: float, threads: int, seed: int, warm_start: Schedule | None) -> SegmentsRun:
+    """The lazy loop of the module docstring with the decomposition ``kind`` (whole operators, or
+    :mod:`.sliced_segments`' sliced segments)."""
+    begin = time.perf_counter()
     first = min(0.5, 0.05 * time_limit_s)
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        dec = _Decomposition(problem, seg, gap, seed, warm_start, begin + time_limit_s, pool)
+        dec = kind(problem, seg, gap, seed, warm_start, begin + time_limit_s, pool)
         dec.solve_all([dec.prepare(key, limit, first) for key in dec.keys for limit in sorted(dec.starts(key), reverse=True)])
         incumbent = warm_start or simulate(problem, [True] * problem.n)
         trace: list[tuple[float, float]] = []

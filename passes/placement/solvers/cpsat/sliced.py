@@ -55,11 +55,16 @@ from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import simulate
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule
-from cimsplit.passes.placement.solvers.backend import STATUS_NO_SOLUTION, STATUS_OPTIMAL, STATUS_TIME_LIMIT
+from cimsplit.passes.placement.solvers.backend import (
+    STATUS_GAP_LIMIT,
+    STATUS_NO_SOLUTION,
+    STATUS_OPTIMAL,
+    STATUS_TIME_LIMIT,
+)
 from cimsplit.passes.placement.solvers.cpsat.model import floor_units, unit_for
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, _configure
 
-__all__ = ["SlicedOutcome", "solve_sliced"]
+__all__ = ["SlicedOutcome", "gap_status", "solve_sliced"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +81,8 @@ class SlicedOutcome:
     time_s: float
     n_variables: int
     n_constraints: int
+    finished: bool = False
+    """CP-SAT proved the optimum of its model (the real gap may still exceed the limit by rounding)."""
 
 
 def _all_times(problem: PlacementProblem) -> list[float]:
@@ -102,20 +109,39 @@ def _horizon_ns(problem: PlacementProblem) -> float:
     return total
 
 
-def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: Schedule | None) -> SlicedOutcome:
-    """Solve the sliced problem; ``warm_start`` (a whole-operator schedule) is the hint and, unless plain, T's UB."""
+def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: Schedule | None,
+                 *, lower_bound_ns: float = 0.0, work_limit_s: float | None = None) -> SlicedOutcome:
+    """Solve the sliced problem; ``warm_start`` (a feasible schedule, sliced or not) is the hint and,
+    unless plain, T's UB.  ``lower_bound_ns``: a proven lower bound from elsewhere (the segments),
+    entered as ``T >= floor(LB / r) - e`` as in :func:`~.model.build_model` (e = 0 in exact units).
+    ``work_limit_s``: CP-SAT's deterministic time limit beside the wall-clock one; on one worker a
+    solve it stops ends the same way on every run and every machine load (unless the wall clock,
+    ``options.time_limit_s``, stops it first).
+
+    With a UB the time unit is chosen for the UB instead of the horizon (every time of a schedule
+    with T <= UB is at most UB), and a time above UB is capped at UB + 1 units: a mode or transfer
+    that long cannot occur in such a schedule, capped or not, and every other floored time is
+    unchanged, so the bound stays a true lower bound and the rounding error stays below the gap
+    (MobileNetV2's depthwise convs on the CIM took seconds: a horizon of 1.2 s for a 5.7 ms
+    schedule gave a rounding gap of 2e-6).
+    """
     begin = time.perf_counter()
     n = problem.n
-    unit, exact = unit_for(_all_times(problem), _horizon_ns(problem))
+    bounded_by = warm_start.makespan_ns if warm_start is not None and not options.plain else None
+    unit, exact = unit_for(_all_times(problem), bounded_by or _horizon_ns(problem))
+    cap = math.inf if bounded_by is None else math.ceil(bounded_by / unit) + 2
 
     def u_(t_ns: float) -> int:
-        return floor_units(t_ns, unit)
+        return int(min(floor_units(t_ns, unit), cap))
 
     m = cp_model.CpModel()
     horizon = sum(u_(t) for t in _all_times(problem)) + 1
     ub = horizon
-    if warm_start is not None and not options.plain:
-        ub = min(horizon, math.ceil(warm_start.makespan_ns / unit) + 1)  # floored optimum <= real optimum <= UB
+    if bounded_by is not None:
+        ub = min(horizon, math.ceil(bounded_by / unit) + 1)  # floored optimum <= real optimum <= UB
+    lower = 0
+    if lower_bound_ns > 0 and not options.plain:  # 6n + 1: terms on a path of the expansion (3n parts)
+        lower = min(ub, max(0, floor_units(lower_bound_ns, unit) - (0 if exact else 6 * n + 1)))
     slicings = problem.slicings or ((),) * n
     capable = [problem.capable(v) for v in range(n)]
     host = [u_(problem.t_host_ns[v]) for v in range(n)]
@@ -131,7 +157,7 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     sc: dict[int, cp_model.IntVar] = {}
     sh: dict[int, cp_model.IntVar] = {}
     sj: dict[int, cp_model.IntVar] = {}
-    makespan = m.NewIntVar(0, ub, "T")
+    makespan = m.NewIntVar(lower, ub, "T")
     intervals = []
     load: list = []
     duration: list = []
@@ -210,15 +236,7 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
             if after:  # every host task of a descendant starts after v's output
                 m.Add(makespan >= f[v] + sum(after))
     if warm_start is not None:
-        for v in range(n):
-            if whole_cim[v] or allowed[v]:
-                m.AddHint(h[v], int(warm_start.on_host[v]))
-                for lit in y[v].values():
-                    m.AddHint(lit, 0)
-            if whole_cim[v]:
-                m.AddHint(c[v], int(not warm_start.on_host[v]))
-            m.AddHint(s[v], floor_units(warm_start.start_ns[v], unit))
-            m.AddHint(f[v], floor_units(warm_start.finish_ns[v], unit))
+        _add_hints(m, problem, warm_start, unit, (h, c, y, s, f, sc, sh, sj), whole_cim, allowed)
     m.Minimize(makespan)
 
     proto = m.Proto()
@@ -227,6 +245,8 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     # ones in `partition` and in a sweep's points (which solve single-threaded).
     cp_options = CpSatOptions.from_solve_options(options, threads=options.threads or 1)
     _configure(solver, cp_options, cp_options.threads, max(0.05, options.time_limit_s - (time.perf_counter() - begin)))
+    if work_limit_s is not None:
+        solver.parameters.max_deterministic_time = max(0.01, work_limit_s)
     code = solver.Solve(m)
     elapsed = time.perf_counter() - begin
     n_vars, n_cons = len(proto.variables), len(proto.constraints)
@@ -256,11 +276,44 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     order = tuple(sorted(hosts, key=lambda i: (starts[i], ends[i], i)))
     parts = simulate(expansion.problem, expansion.on_host, order)
     schedule = parts_schedule(problem, expansion, parts, slicing)
-    bound_ns = max(0.0, solver.BestObjectiveBound() * unit * (1.0 if exact else 1.0 - 1e-15))
+    bound_ns = max(0.0, solver.BestObjectiveBound() * unit * (1.0 if exact else 1.0 - 1e-15), lower_bound_ns)
     bound_ns = min(bound_ns, schedule.makespan_ns)
-    gap = (schedule.makespan_ns - bound_ns) / schedule.makespan_ns if schedule.makespan_ns > 0 else 0.0
-    status = STATUS_OPTIMAL if code == cp_model.OPTIMAL and gap <= max(options.effective_mip_gap, 1e-9) \
-        else STATUS_TIME_LIMIT
+    status = gap_status(schedule.makespan_ns, bound_ns, options)
     log.info("cp-sat sliced %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,
              schedule.makespan_ns, bound_ns, elapsed, n_vars, n_cons)
-    return SlicedOutcome(status, schedule, order, bound_ns, elapsed, n_vars, n_cons)
+    return SlicedOutcome(status, schedule, order, bound_ns, elapsed, n_vars, n_cons, code == cp_model.OPTIMAL)
+
+
+def gap_status(makespan_ns: float, bound_ns: float, options: SolveOptions) -> str:
+    """``optimal`` iff the real gap (rounding included) is within the gap limit (``gap_limit`` when
+    a ``--mip-gap`` above zero let it stop short of 1e-9), else ``time_limit``: the status follows
+    the reported schedule and bound alone, never CP-SAT's code."""
+    gap = (makespan_ns - bound_ns) / makespan_ns if makespan_ns > 0 else 0.0
+    if gap > max(options.effective_mip_gap, 1e-9):
+        return STATUS_TIME_LIMIT
+    return STATUS_OPTIMAL if options.mip_gap is None or gap <= 1e-9 else STATUS_GAP_LIMIT
+
+
+def _add_hints(m: cp_model.CpModel, problem: PlacementProblem, warm: Schedule, unit: float, variables: tuple,
+               whole_cim: list[bool], allowed: list[list[int]]) -> None:
+    """Hint the modes and starts of ``warm`` (a whole-operator or a sliced schedule)."""
+    h, c, y, s, f, sc, sh, sj = variables
+    slicing = warm.slicing or (WHOLE,) * problem.n
+    parts: dict[tuple[int, str], float] = {}
+    if warm.slicing and warm.parts is not None:
+        expansion = expand(problem, warm.on_host, warm.slicing)
+        parts = {(v, r): warm.parts.start_ns[i] for i, (v, r) in enumerate(zip(expansion.owner, expansion.role))}
+    for v in range(problem.n):
+        k = slicing[v]
+        if whole_cim[v] or allowed[v]:
+            m.AddHint(h[v], int(k == WHOLE and warm.on_host[v]))
+            for j, lit in y[v].items():
+                m.AddHint(lit, int(j == k))
+        if whole_cim[v]:
+            m.AddHint(c[v], int(k == WHOLE and not warm.on_host[v]))
+        if k != WHOLE and k in y[v]:
+            for var, role in ((sc, "cim"), (sh, "host"), (sj, "join")):
+                m.AddHint(var[v], floor_units(parts[(v, role)], unit))
+        else:
+            m.AddHint(s[v], floor_units(warm.start_ns[v], unit))
+        m.AddHint(f[v], floor_units(warm.finish_ns[v], unit))

@@ -1,0 +1,235 @@
+"""The bottleneck decomposition of :mod:`.segments` for problems with slicing options (TSO).
+
+Bottlenecks are taken only among operators *without* slicing options (ResNet's
+Add/Relu block outputs, MobileNetV2's residual Adds, the virtual ``<start>`` and
+``<end>``); each segment between two of them is a small sliced problem solved
+by the sliced CP-SAT model (:func:`.sliced.solve_sliced`), and the lazy DP of
+:mod:`.segments` combines them.  Why the argument of :mod:`.segments` carries over:
+
+- A bottleneck b has one device (host or CIM, whole), so its duration and its
+  crossbars are those of the whole-operator case, and it is comparable to every
+  other operator.
+- Every part of a sliced operator w (its CIM part, host part and join) starts
+  after all of w's inputs are there and ends by its join (:mod:`..slicing`'s
+  expansion links every predecessor to both parts, both parts to the join).  So
+  every part of an ancestor of b ends before b starts and every part of a
+  descendant starts after b ends: the host work of segment i, parts included,
+  runs in [f_b_i, s_b_i+1], and restricted to one segment every sliced schedule
+  is a feasible sliced schedule of the segment problem.  The DP's value over
+  the segments' optima F_i is a lower bound, as before.
+- Equality (``Segments.exact``): every skip edge u -> v must fit in the
+  durations of the bottlenecks it jumps over, for the longest time it can
+  carry: its transfer, or, when v has slicing options, the largest of what a
+  part of v reads over it (``in_cim`` / ``in_host``).  Then the concatenation of
+  optimal segment schedules, re-timed on the expansion, is optimal.
+
+The augmented problem (:func:`augmented_sliced`) moves a sliced operator's
+graph-input read ``t_graph_in`` onto the edge from ``<start>`` (its CIM part pays it,
+its host part reads from the host and pays nothing) and needs nothing for outputs:
+a sliced operator's output is on the host (its join), so the edge to ``<end>``
+charges its ``t_out`` only when v is whole on the CIM, as before.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+from cimsplit.passes.placement.options import SolveOptions
+from cimsplit.passes.placement.problem import PlacementProblem, SliceOption
+from cimsplit.passes.placement.result import Schedule
+from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
+from cimsplit.passes.placement.solvers.cpsat.segments import (
+    Segments,
+    SegmentsRun,
+    _Decomposition,
+    _Key,
+    _segment_problem,
+    _Solve,
+    augment,
+    chain_segments,
+    run_decomposition,
+)
+from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced
+
+__all__ = ["augmented_sliced", "solve_sliced_by_segments", "split_sliced"]
+
+_ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
+
+
+def augmented_sliced(problem: PlacementProblem) -> PlacementProblem:
+    """:func:`.segments.augment` keeping the slicing options (indices shifted by one, graph input on ``<start>``)."""
+    aug = augment(problem)
+    if not problem.slicings:
+        return aug
+    starts = {v for u, v, _ in aug.edges if u == 0}
+    reads = {v + 1 for v, opts in enumerate(problem.slicings) if any(o.t_graph_in_ns > 0 for o in opts)}
+    if reads - starts:  # a CIM part reads a graph input its whole operator does not pay for: link it too
+        aug = replace(aug, edges=tuple(sorted([*aug.edges, *((0, v, 0.0) for v in reads - starts)])), tensors=())
+        starts |= reads
+    options: list[tuple[SliceOption, ...]] = [()]
+    for v, opts in enumerate(problem.slicings):
+        shifted = []
+        for o in opts:
+            in_cim = tuple((u + 1, t) for u, t in o.in_cim_ns)
+            in_host = tuple((u + 1, t) for u, t in o.in_host_ns)
+            if v + 1 in starts:  # the CIM part's graph input now crosses on the edge from <start>
+                in_cim, in_host = ((0, o.t_graph_in_ns), *in_cim), ((0, 0.0), *in_host)
+            shifted.append(replace(o, in_cim_ns=in_cim, in_host_ns=in_host, t_graph_in_ns=0.0))
+        options.append(tuple(shifted))
+    return replace(aug, slicings=(*options, ()))
+
+
+def split_sliced(problem: PlacementProblem) -> Segments:
+    """The bottleneck chain among operators without slicing options, and its exactness (module docstring)."""
+    aug = augmented_sliced(problem)
+    if not aug.slicings:
+        return chain_segments(aug)
+    allowed = {v for v in range(aug.n) if not aug.slicings[v]}
+    edge_ns: dict[tuple[int, int], float] = {}
+    for u, v, t in aug.edges:
+        reads = [dict(o.in_cim_ns).get(u, t) for o in aug.slicings[v]] + [dict(o.in_host_ns).get(u, t)
+                                                                         for o in aug.slicings[v]]
+        edge_ns[(u, v)] = max([t, *reads])
+    return chain_segments(aug, allowed, edge_ns)
+
+
+def _sliced_segment(seg: Segments, i: int, entry_host: bool, exit_host: bool, budget: int
+                    ) -> tuple[PlacementProblem, list[int]]:
+    """:func:`.segments._segment_problem` with the members' slicing options (predecessors renumbered;
+    what a part reads over a skip edge left out, as the skip edge is) and a "never" host time of a
+    CIM bottleneck above every sliced schedule without idle padding."""
+    sub, index = _segment_problem(seg, i, entry_host, exit_host, budget)
+    aug = seg.augmented
+    if not aug.slicings:
+        return sub, index
+    local = {v: k for k, v in enumerate(index)}
+
+    def renumbered(pairs: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+        return tuple((local[u], t) for u, t in pairs if u in local)
+
+    slicings = [tuple(replace(o, in_cim_ns=renumbered(o.in_cim_ns), in_host_ns=renumbered(o.in_host_ns))
+                      for o in aug.slicings[v]) if 0 < k < len(index) - 1 else () for k, v in enumerate(index)]
+    longest = sum(max([sub.t_host_ns[k], sub.t_cim_ns[k] or 0.0,
+                       *(o.t_host_ns + o.t_cim_ns + o.t_join_ns + o.t_back_ns for o in slicings[k])])
+                  for k in range(1, len(index) - 1))
+    reads = sum(max([t, *(dict(o.in_cim_ns).get(u, t) + dict(o.in_host_ns).get(u, t) for o in slicings[v])])
+                for u, v, t in sub.edges)
+    never = 2.0 ** math.ceil(math.log2(longest + reads + 2.0))
+    hosts = list(sub.t_host_ns)
+    for k in (0, len(index) - 1):
+        if sub.capable(k):  # a bottleneck fixed on the CIM
+            hosts[k] = max(hosts[k], never)
+    return replace(sub, t_host_ns=tuple(hosts), slicings=tuple(slicings) if any(slicings) else ()), index
+
+
+class _SlicedDecomposition(_Decomposition):
+    """:class:`.segments._Decomposition` whose segment solves are sliced (modes and a host order of parts)."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        aug = self.aug
+        slicings = aug.slicings or ((),) * aug.n
+
+        def most(w: int) -> int:
+            xbars = [aug.crossbars[w]] if aug.capable(w) and aug.crossbars[w] <= self.budget else [0]
+            return max(xbars + [o.crossbars for o in slicings[w] if o.crossbars <= self.budget])
+
+        self.caps = [min(self.budget, sum(most(w) for w in members)) for members in self.seg.members]
+
+    def _modes(self, known: _Solve | None, index: list[int], h0: bool, h1: bool) -> tuple[list[bool], list[int]]:
+        inner = index[1:-1]
+        on_host = [h0, *(known.on_host[v] if known else True for v in inner), h1]
+        slicing = [WHOLE, *(known.slicing.get(v, WHOLE) if known else WHOLE for v in inner), WHOLE]
+        return on_host, slicing
+
+    def prepare(self, key: _Key, limit: int, seconds: float):
+        """A segment solve, warm-started from the best known solution that fits, else all on the host."""
+        i, h0, h1 = key
+        sub, index = _sliced_segment(self.seg, i, h0, h1, limit)
+        known = self.fronts[key].upper(limit)
+        on_host, slicing = self._modes(known, index, h0, h1)
+        expansion = expand(sub, on_host, slicing)
+        where = {(index[v], r): j for j, (v, r) in enumerate(zip(expansion.owner, expansion.role))}
+        order = [where[(v, r)] for v, r in known.host_order] if known else \
+            [j for j in range(1, len(index) - 1)]  # all whole on the host: expansion indices = local ones
+        last = len(expansion.owner) - 1
+        order = ([0] if h0 else []) + order + ([last] if h1 else [])
+        parts = simulate(expansion.problem, expansion.on_host, order)
+        warm = parts_schedule(sub, expansion, parts, slicing)
+        return key, limit, seconds, sub, index, warm
+
+    def run(self, job) -> _Solve | None:
+        _, limit, seconds, sub, index, warm = job
+        left = self.deadline - time.perf_counter()
+        if left < 0.01:
+            return None
+        # ``seconds`` of CP-SAT's deterministic time (the wall clock only at the deadline): the
+        # solves, hence the fronts, the DP and the answer, do not depend on the machine's load.
+        out = solve_sliced(sub, SolveOptions(time_limit_s=left, mip_gap=self.gap, seed=self.seed, threads=1), warm,
+                           work_limit_s=seconds)
+        sched, order, bound = out.schedule, out.host_order, out.bound_ns
+        if sched is None or sched.makespan_ns > warm.makespan_ns:  # nothing (better) in time: the warm start
+            sched, order, bound = warm, None, (bound if sched is not None else 0.0)
+        slicing = list(sched.slicing or (WHOLE,) * sub.n)
+        expansion = expand(sub, sched.on_host, slicing)
+        if order is None:
+            order = tuple(host_order_by_start(sched.parts if sched.parts is not None else sched))
+        inner = range(1, len(index) - 1)
+        return _Solve(limit=limit, used=sliced_crossbars(sub, sched.on_host, slicing), span_ns=sched.makespan_ns,
+                      bound_ns=min(bound, sched.makespan_ns), on_host={index[k]: sched.on_host[k] for k in inner},
+                      host_order=tuple((index[expansion.owner[j]], expansion.role[j]) for j in order
+                                       if 0 < expansion.owner[j] < len(index) - 1),
+                      finished=out.finished, seconds=seconds,
+                      slicing={index[k]: slicing[k] for k in inner if slicing[k] != WHOLE})
+
+    def assemble(self, path: list[tuple[bool, int]]) -> Schedule:
+        """The concatenated segment schedules of ``path``, re-timed on the expansion of the original problem."""
+        aug, chain, seg = self.aug, self.chain, self.seg
+        on_host, slicing = [True] * aug.n, [WHOLE] * aug.n
+        order: list[tuple[int, str]] = []
+        for i, (h0, spent) in enumerate(path):
+            on_host[chain[i]] = h0
+            if seg.members[i]:
+                chosen = self.fronts[(i, h0, self._exit_host(path, i))].upper(spent)
+                assert chosen is not None
+                for v, h in chosen.on_host.items():
+                    on_host[v] = h
+                for v, k in chosen.slicing.items():
+                    slicing[v] = k
+                order += list(chosen.host_order)
+            if i + 1 < len(chain) and self._exit_host(path, i):
+                order.append((chain[i + 1], "whole"))
+        n = self.problem.n
+        expansion = expand(self.problem, on_host[1:-1], slicing[1:-1])
+        where = {(v + 1, r): j for j, (v, r) in enumerate(zip(expansion.owner, expansion.role))}
+        hosts = [where[(v, r)] for v, r in order if 0 < v <= n and expansion.on_host[where[(v, r)]]]
+        parts = simulate(expansion.problem, expansion.on_host, hosts)
+        return parts_schedule(self.problem, expansion, parts, slicing[1:-1])
+
+    def starts(self, key: _Key) -> set[int]:
+        """First budgets: full, none and the warm start's share (its slices' crossbars included)."""
+        i, h0, h1 = key
+        shares = {self.caps[i], 0}
+        warm = self.warm_start
+        if warm is not None:
+            on_host = (True, *warm.on_host, True)  # augmented indices
+            slicing = (WHOLE, *(warm.slicing or (WHOLE,) * self.problem.n), WHOLE)
+            if (on_host[self.chain[i]], on_host[self.chain[i + 1]]) == (h0, h1):
+                members = self.seg.members[i]
+                shares.add(sum(self.aug.slicings[w][slicing[w]].crossbars if slicing[w] != WHOLE
+                               else (0 if on_host[w] else self.aug.crossbars[w]) for w in members))
+        return shares
+
+
+def solve_sliced_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, gap: float = 1e-6,
+                             threads: int = 2, seed: int = 0, warm_start: Schedule | None = None) -> SegmentsRun:
+    """The sliced problem by the bottleneck decomposition (module docstring); a sliced CP-SAT model per segment.
+
+    ``warm_start`` (a feasible schedule, sliced or not) is the starting incumbent.
+    """
+    seg = split_sliced(problem)
+    return run_decomposition(_SlicedDecomposition, problem, seg, time_limit_s=time_limit_s, gap=gap, threads=threads,
+                             seed=seed, warm_start=warm_start)

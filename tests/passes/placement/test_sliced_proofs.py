@@ -1,0 +1,173 @@
+"""Proofs for slicing: the cheap lower bound, the sliced bottleneck decomposition, statuses from the gap.
+
+Hand-computed numbers on tiny sliced problems, and brute force (every mode, every host order,
+``_brute.py``) on random ones.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from _brute import brute_force_sliced, random_chained_sliced_problem, random_sliced_problem
+
+from cimsplit.passes.placement import PlacementProblem, SolveOptions, place
+from cimsplit.passes.placement.problem import SliceOption
+from cimsplit.passes.placement.simulate import simulate
+from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_bound_ns, sliced_lower_bound_ns
+from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
+    augmented_sliced,
+    solve_sliced_by_segments,
+    split_sliced,
+)
+from cimsplit.passes.placement.validate import validate
+
+KS = SliceOption(kind="ks", split=256, t_host_ns=500.0, t_cim_ns=300.0, crossbars=2, t_join_ns=50.0,
+                 t_back_ns=40.0, t_graph_in_ns=100.0)
+
+
+def one_conv(**changes) -> PlacementProblem:
+    """input --(100 ns to the CIM)--> conv (host 1000, CIM 400, 4 crossbars; KS: 2) --(100 ns)--> output"""
+    values = dict(names=("conv",), t_host_ns=(1000.0,), t_cim_ns=(400.0,), crossbars=(4,), edges=(), budget=2,
+                  t_in_ns=(100.0,), t_out_ns=(100.0,), writes_output=(True,), slicings=((KS,),))
+    return PlacementProblem(**{**values, **changes})
+
+
+def test_cheap_bound_of_one_conv():
+    # Budget 2: host (host time 1000) or KS (host part 500 + join 50 = 550, 2 crossbars); the whole CIM
+    # needs 4.  Host load 550; shortest durations: host 1000, KS 50 + max(500, 300 + 40) = 550.
+    assert host_load_bound_ns(one_conv()) == 550.0
+    assert critical_path_bound_ns(one_conv()) == 550.0
+    assert place(one_conv(), SolveOptions()).schedule.makespan_ns == 550.0  # the bound is tight here
+    # Budget 4: the whole CIM has host time 0 and duration 400.
+    assert sliced_lower_bound_ns(one_conv(budget=4)) == 400.0
+
+
+def test_host_load_bound_is_a_knapsack_over_modes():
+    r"""
+        a (host 100 | CIM 10, 3 crossbars | KS: host 40 + join 5, CIM 20 + back 2, 1 crossbar)
+        b (host 100 | CIM 10, 3 crossbars)          independent, budget 4
+    """
+    ks = SliceOption(kind="ks", split=256, t_host_ns=40.0, t_cim_ns=20.0, crossbars=1, t_join_ns=5.0, t_back_ns=2.0)
+    p = PlacementProblem(names=("a", "b"), t_host_ns=(100.0, 100.0), t_cim_ns=(10.0, 10.0), crossbars=(3, 3),
+                         edges=(), budget=4, slicings=((ks,), ()))
+    # a CIM + b host: 100 (3 crossbars); a KS + b CIM: 45 (4); both CIM: 6 crossbars, too many.
+    assert host_load_bound_ns(p) == 45.0
+    assert critical_path_bound_ns(p) == 10.0  # a and b each at 10 on the CIM
+    # The optimum: a sliced (host part 0..40, join 40..45; CIM part 0..20, back at 22), b on the CIM 0..10.
+    assert place(p, SolveOptions()).schedule.makespan_ns == 45.0
+
+
+def test_auto_keeps_the_whole_schedule_when_the_bound_proves_it_optimal():
+    r"""conv (as one_conv, budget 4) beside a host-only op h of 1000 ns: the whole CIM conv (600 ns with its
+    transfers) runs beside h, makespan 1000 = the host load of h, which no mode can lower."""
+    p = PlacementProblem(names=("conv", "h"), t_host_ns=(1000.0, 1000.0), t_cim_ns=(400.0, None), crossbars=(4, 0),
+                         edges=(), budget=4, t_in_ns=(100.0, 0.0), t_out_ns=(100.0, 0.0), writes_output=(True, True),
+                         slicings=((KS,), ()))
+    result = place(p, SolveOptions())
+    assert result.schedule.slicing == () and result.schedule.makespan_ns == 1000.0
+    assert (result.solver.status, result.solver.bound_ns, result.solver.gap) == ("optimal", 1000.0, 0.0)
+    assert "optimal with slicing too" in result.solver.reason
+
+
+def test_auto_slices_with_crossbars_to_spare():
+    # Budget 4: the whole CIM conv takes 100 + 400 + 100 = 600; KS takes 550 (test_slicing's schedule):
+    # more crossbars never give a slower plan than fewer.
+    roomy = place(one_conv(budget=4), SolveOptions())
+    assert roomy.schedule.slicing == (0,) and roomy.schedule.makespan_ns == 550.0
+    assert roomy.solver.status == "optimal" and roomy.solver.gap == 0.0
+
+
+def test_a_whole_schedule_returned_carries_the_sliced_bound():
+    # A poor slicing (host part 900 + join 50): the whole CIM conv (600) stays; the cheap bound (400, the
+    # CIM's duration) does not prove it, the sliced solve does: bound 600, optimal, for the sliced problem.
+    poor = SliceOption(kind="ofm", split=3, t_host_ns=900.0, t_cim_ns=100.0, crossbars=4, t_join_ns=50.0,
+                       t_back_ns=10.0, t_graph_in_ns=100.0)
+    p = one_conv(budget=4, slicings=((poor,),))
+    assert sliced_lower_bound_ns(p) == 400.0
+    result = place(p, SolveOptions())
+    assert result.schedule.slicing == () and result.schedule.makespan_ns == 600.0
+    assert (result.solver.status, result.solver.bound_ns, result.solver.gap) == ("optimal", 600.0, 0.0)
+    assert "no slicing shortens" in result.solver.reason
+
+
+def test_augmented_sliced_moves_the_graph_input_onto_the_start_edge():
+    aug = augmented_sliced(one_conv())
+    assert aug.names == ("<start>", "conv", "<end>")
+    assert aug.edges == ((0, 1, 100.0), (1, 2, 100.0))
+    (option,) = aug.slicings[1]
+    assert option.in_cim_ns == ((0, 100.0),) and option.t_graph_in_ns == 0.0
+    assert aug.slicings[0] == aug.slicings[2] == ()
+
+
+def test_split_sliced_takes_bottlenecks_without_slicing_options():
+    r"""
+        j0 -> a -> j1 -> b -> j2      j0, j1, j2 host-only; a sliceable, b not
+    """
+    opt = SliceOption(kind="ofm", split=1, t_host_ns=5.0, t_cim_ns=5.0, crossbars=1, t_join_ns=1.0, t_back_ns=1.0)
+    p = PlacementProblem(names=("j0", "a", "j1", "b", "j2"), t_host_ns=(1.0, 10.0, 1.0, 10.0, 1.0),
+                         t_cim_ns=(None, 4.0, None, 4.0, None), crossbars=(0, 1, 0, 1, 0),
+                         edges=((0, 1, 2.0), (1, 2, 2.0), (2, 3, 2.0), (3, 4, 2.0)), budget=2,
+                         slicings=((), (opt,), (), (), ()))
+    seg = split_sliced(p)
+    # Augmented indices: <start> 0, j0..j2 1..5, <end> 6.  b (4) has no options: a bottleneck; a (2) not.
+    assert seg.bottlenecks == (0, 1, 3, 4, 5, 6)
+    assert seg.members == ((), (2,), (), (), ())
+    assert seg.exact
+
+
+def _brute_problems(seeds: range) -> list[PlacementProblem]:
+    return [random_sliced_problem(random.Random(5000 + seed), max_ops=6) for seed in seeds]
+
+
+def test_cheap_bound_never_exceeds_the_brute_force_optimum():
+    proven = 0
+    for problem in _brute_problems(range(150)):
+        optimum = brute_force_sliced(problem)
+        bound = sliced_lower_bound_ns(problem)
+        assert bound <= optimum + 1e-9, problem
+        proven += bound >= optimum - 1e-9
+    assert proven >= 10  # and it is tight on some
+
+
+def _check_decomposition(problem: PlacementProblem) -> tuple[bool, bool]:
+    optimum = brute_force_sliced(problem)
+    seg = split_sliced(problem)
+    run = solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1, warm_start=simulate(problem, [True] * problem.n))
+    schedule = run.schedule
+    assert run.bound_ns <= optimum + 1e-9, problem
+    again = validate(problem, schedule.on_host, slicing=schedule.slicing,
+                     start_ns=(schedule.parts or schedule).start_ns)
+    assert again.makespan_ns == pytest.approx(schedule.makespan_ns, abs=1e-9)
+    if seg.exact:
+        assert schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
+        assert run.bound_ns == pytest.approx(optimum, abs=1e-6)
+    return seg.exact, len([m for m in seg.members if m]) >= 2
+
+
+@pytest.mark.parametrize("half", range(2))
+def test_sliced_decomposition_agrees_with_brute_force(half: int):
+    exact = several = 0
+    for seed in range(50 * half, 50 * (half + 1)):
+        e, s = _check_decomposition(random_chained_sliced_problem(random.Random(5000 + seed)))
+        exact, several = exact + e, several + s
+    assert exact >= 40 and several >= 25  # mostly exact, mostly several segments
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(4))
+def test_sliced_decomposition_agrees_with_brute_force_400(chunk: int):
+    for seed in range(100 + 100 * chunk, 200 + 100 * chunk):
+        _check_decomposition(random_chained_sliced_problem(random.Random(5000 + seed), blocks=3))
+
+
+@pytest.mark.parametrize("half", range(2))
+def test_placement_with_slicing_agrees_with_brute_force_and_its_status_with_its_gap(half: int):
+    for seed in range(30 * half, 30 * (half + 1)):
+        problem = random_chained_sliced_problem(random.Random(7000 + seed))
+        result = place(problem, SolveOptions(time_limit_s=20.0))
+        optimum = brute_force_sliced(problem)
+        assert result.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
+        assert result.solver.bound_ns <= optimum + 1e-9
+        assert (result.solver.status == "optimal") == (result.solver.gap <= 1e-6)
+        assert result.solver.status == "optimal"
