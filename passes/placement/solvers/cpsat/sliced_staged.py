@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 SLICE_S = 1.0
 """Stage 1's deterministic time (CP-SAT's ``max_deterministic_time``), at most a quarter of the limit;
-its wall-clock limit is four times that."""
+its wall-clock limit, only a guard for a machine under heavy load, is half the limit (at least 4x that)."""
 
 
 def _order(schedule: Schedule) -> tuple[int, ...]:
@@ -71,7 +71,7 @@ def solve_sliced_staged(problem: PlacementProblem, options: SolveOptions, warm_s
         slice_s = min(SLICE_S, 0.25 * limit_s)
     best, order, bound, stages, size = warm_start, _order(warm_start), 0.0, [], (0, 0)
     if slice_s > 0:  # deterministic time when the segments follow: proven or not, the same on every run
-        first = solve_sliced(problem, limited(min(limit_s, 4 * slice_s) if useful else slice_s), warm_start,
+        first = solve_sliced(problem, limited(max(4 * slice_s, 0.5 * limit_s) if useful else slice_s), warm_start,
                              work_limit_s=slice_s if useful else None)
         size = (first.n_variables, first.n_constraints)
         if first.schedule is not None and first.schedule.makespan_ns < best.makespan_ns:
