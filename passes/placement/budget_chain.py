@@ -148,9 +148,17 @@ def _status(makespan_ns: float, bound_ns: float, options: SolveOptions, own: str
     return (own if own not in (STATUS_OPTIMAL, STATUS_GAP_LIMIT) else STATUS_TIME_LIMIT), gap
 
 
+Streams = dict[tuple[bool, ...], object]
+"""A chain's latency-plan streams by placement: the stream model has no budget, so one placement's
+minimum period is the same at every budget of the chain (computing it is the costly part of a reuse)."""
+
+
 def chain_result(problem: PlacementProblem, found: Found, options: SolveOptions, time_s: float,
-                 reason: str = "") -> PlacementResult:
-    """``found`` re-validated on ``problem`` (its budget may differ from where it was found) as a result."""
+                 reason: str = "", streams: Streams | None = None, with_stream: bool = True) -> PlacementResult:
+    """``found`` re-validated on ``problem`` (its budget may differ from where it was found) as a result.
+
+    ``streams``: the chain's cache of latency-plan streams; ``with_stream=False`` leaves the stream out
+    (a schedule wanted only as an incumbent)."""
     from cimsplit.passes.placement.stream.driver import latency_plan_stream
 
     level = _slices(problem, options) if found.sliced else replace(problem, slicings=())
@@ -162,8 +170,13 @@ def chain_result(problem: PlacementProblem, found: Found, options: SolveOptions,
     status, gap = _status(schedule.makespan_ns, bound, options, found.status)
     stats = SolverStats(found.solver, status, schedule.makespan_ns, bound, gap, time_s, problem.n,
                         found.n_variables, found.n_constraints, reason or found.reason)
-    stream = None if found.sliced else latency_plan_stream(level, schedule.on_host)
-    return PlacementResult(level, schedule, stats, {}, (), stream=stream)
+    stream = None
+    if with_stream and not found.sliced:
+        streams = {} if streams is None else streams
+        if schedule.on_host not in streams:
+            streams[schedule.on_host] = latency_plan_stream(level, schedule.on_host)
+        stream = streams[schedule.on_host]
+    return PlacementResult(level, schedule, stats, {}, (), stream=stream)  # type: ignore[arg-type]
 
 
 def _bound(points: Mapping[int, ChainPoint], budget: int, sliced: bool) -> float:
@@ -211,6 +224,7 @@ def solve_chain(problems: Sequence[PlacementProblem], options: SolveOptions,
     if any(not same_but_budget(problems[0], p) for p in problems):
         raise CimsplitError("a budget chain's problems must be equal except for the budget")
     points: dict[int, ChainPoint] = dict(known or {})
+    streams: Streams = {}
     failures: list[tuple[int, Exception]] = []
     for i in sorted(range(len(problems)), key=lambda k: (-problems[k].budget, k)):
         if i in points:
@@ -218,7 +232,7 @@ def solve_chain(problems: Sequence[PlacementProblem], options: SolveOptions,
         problem = problems[i]
         begin = time.perf_counter()
         try:
-            point, result = _solve_point(problem, options, points, place, place_sliced)
+            point, result = _solve_point(problem, options, points, streams, place, place_sliced)
         except Exception as exc:  # noqa: BLE001 - the caller turns it into this point's error row
             failures.append((i, exc))
             continue
@@ -226,7 +240,7 @@ def solve_chain(problems: Sequence[PlacementProblem], options: SolveOptions,
         result = replace(result, solver=replace(result.solver, time_s=point.time_s))
         points[i] = point
         yield i, point, result
-        yield from _monotone(problems, options, points)
+        yield from _monotone(problems, options, points, streams)
     if failures:
         raise ChainError(failures)
 
@@ -240,7 +254,7 @@ class ChainError(Exception):
 
 
 def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mapping[int, ChainPoint],
-                 place, place_sliced) -> tuple[ChainPoint, PlacementResult]:
+                 streams: Streams, place, place_sliced) -> tuple[ChainPoint, PlacementResult]:
     budget = problem.budget
     sliced_problem = _slices(problem, options)
     # Fact 2 on the final result: a proven schedule of the complete problem (sliced level, or the
@@ -250,14 +264,14 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
     if final_level:
         source = min(final_level, key=lambda f: (f.budget, f.makespan_ns))
         reason = f"reused the proven schedule of budget {source.budget}"
-        result = chain_result(problem, source, options, 0.0, reason)
+        result = chain_result(problem, source, options, 0.0, reason, streams)
         return ChainPoint(budget, None, source, 0.0, source.budget), result
     stripped = replace(problem, slicings=())
     proven_whole = _proven(points, budget)
     if proven_whole is not None:  # fact 2 on the whole-operator step
         whole_found = proven_whole
         whole = chain_result(stripped, proven_whole, options, 0.0,
-                             f"reused the proven whole-operator schedule of budget {proven_whole.budget}")
+                             f"reused the proven whole-operator schedule of budget {proven_whole.budget}", streams)
     else:
         lower = _bound(points, budget, sliced=False)  # fact 3
         fits = [f for p in points.values() for f in (p.whole, p.final)
@@ -265,7 +279,7 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
         incumbent = None
         if fits:  # fact 2: a schedule found elsewhere that fits is a warm start
             best = min(fits, key=lambda f: (f.makespan_ns, f.budget))
-            incumbent = chain_result(stripped, best, options, 0.0).schedule
+            incumbent = chain_result(stripped, best, options, 0.0, with_stream=False).schedule
         begin = time.perf_counter()
         whole = place(stripped, replace(options, lower_bound_ns=lower), incumbent=incumbent)
         whole = replace(whole, solver=replace(whole.solver, time_s=time.perf_counter() - begin))
@@ -279,12 +293,15 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
     reused = whole_found.budget if proven_whole is not None and not final_found.sliced else None
     if reused is not None:
         final_found = replace(final_found, budget=reused)
-    result = chain_result(problem, final_found, options, 0.0, final.solver.reason)
+    if final.stream is not None:
+        streams.setdefault(final.schedule.on_host, final.stream)
+    status, gap = _status(final.schedule.makespan_ns, final_found.bound_ns, options, final_found.status)
+    result = replace(final, solver=replace(final.solver, bound_ns=final_found.bound_ns, status=status, gap=gap))
     return ChainPoint(budget, whole_found, final_found, 0.0, reused), result
 
 
 def _monotone(problems: Sequence[PlacementProblem], options: SolveOptions,
-              points: dict[int, ChainPoint]) -> Iterator[tuple[int, ChainPoint, PlacementResult]]:
+              points: dict[int, ChainPoint], streams: Streams) -> Iterator[tuple[int, ChainPoint, PlacementResult]]:
     """Fact 4: replace every point's final result by a better one of a smaller budget, re-validated."""
     best: Found | None = None
     for i in sorted(points, key=lambda k: (points[k].budget, k)):
@@ -292,7 +309,7 @@ def _monotone(problems: Sequence[PlacementProblem], options: SolveOptions,
         if best is not None and best.makespan_ns < p.final.makespan_ns * (1 - 1e-9):
             found = _with_bound(replace(best, bound_ns=0.0), _bound(points, p.budget, best.sliced), options)
             why = f"the schedule of budget {best.budget} is shorter than this budget's solve found"
-            result = chain_result(problems[i], found, options, p.time_s, why)
+            result = chain_result(problems[i], found, options, p.time_s, why, streams)
             p = replace(p, final=replace(found, bound_ns=result.solver.bound_ns), reused_from=best.budget)
             points[i] = p
             yield i, p, result
