@@ -229,15 +229,12 @@ def solve_chain(problems: Sequence[PlacementProblem], options: SolveOptions,
     for i in sorted(range(len(problems)), key=lambda k: (-problems[k].budget, k)):
         if i in points:
             continue
-        problem = problems[i]
-        begin = time.perf_counter()
         try:
-            point, result = _solve_point(problem, options, points, streams, place, place_sliced)
+            point, result = _solve_point(problems[i], options, points, streams, place, place_sliced)
         except Exception as exc:  # noqa: BLE001 - the caller turns it into this point's error row
             failures.append((i, exc))
             continue
-        point = replace(point, time_s=time.perf_counter() - begin)
-        result = replace(result, solver=replace(result.solver, time_s=point.time_s))
+        point = replace(point, time_s=result.solver.time_s)
         points[i] = point
         yield i, point, result
         yield from _monotone(problems, options, points, streams)
@@ -255,6 +252,9 @@ class ChainError(Exception):
 
 def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mapping[int, ChainPoint],
                  streams: Streams, place, place_sliced) -> tuple[ChainPoint, PlacementResult]:
+    """One budget's point and result.  Its ``time_s`` is what ``place`` reports for a solve (solver and
+    heuristic, as in Table I) plus, for a reuse, the time to re-validate the reused schedule here."""
+    begin = time.perf_counter()
     budget = problem.budget
     sliced_problem = _slices(problem, options)
     # Fact 2 on the final result: a proven schedule of the complete problem (sliced level, or the
@@ -265,6 +265,7 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
         source = min(final_level, key=lambda f: (f.budget, f.makespan_ns))
         reason = f"reused the proven schedule of budget {source.budget}"
         result = chain_result(problem, source, options, 0.0, reason, streams)
+        result = replace(result, solver=replace(result.solver, time_s=time.perf_counter() - begin))
         return ChainPoint(budget, None, source, 0.0, source.budget), result
     stripped = replace(problem, slicings=())
     proven_whole = _proven(points, budget)
@@ -272,6 +273,7 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
         whole_found = proven_whole
         whole = chain_result(stripped, proven_whole, options, 0.0,
                              f"reused the proven whole-operator schedule of budget {proven_whole.budget}", streams)
+        whole = replace(whole, solver=replace(whole.solver, time_s=time.perf_counter() - begin))
     else:
         lower = _bound(points, budget, sliced=False)  # fact 3
         fits = [f for p in points.values() for f in (p.whole, p.final)
@@ -280,14 +282,12 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
         if fits:  # fact 2: a schedule found elsewhere that fits is a warm start
             best = min(fits, key=lambda f: (f.makespan_ns, f.budget))
             incumbent = chain_result(stripped, best, options, 0.0, with_stream=False).schedule
-        begin = time.perf_counter()
         whole = place(stripped, replace(options, lower_bound_ns=lower), incumbent=incumbent)
-        whole = replace(whole, solver=replace(whole.solver, time_s=time.perf_counter() - begin))
         whole_found = Found.of(whole, budget)
     if sliced_problem is None:
         final = whole
-    else:
-        final = place_sliced(problem, options, whole, options.time_limit_s - whole.solver.time_s)
+    else:  # as ``place`` does it: the sliced step gets what the whole-operator step left of the limit
+        final = place_sliced(problem, options, whole, options.time_limit_s - (time.perf_counter() - begin))
     final_found = Found.of(final, budget)
     final_found = _with_bound(final_found, _bound(points, budget, final_found.sliced), options)
     reused = whole_found.budget if proven_whole is not None and not final_found.sliced else None
