@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -60,6 +61,7 @@ def main() -> None:
         load = os.getloadavg()[0]
         on_s, on = timed(base, Path(tmp) / "on", args.workers)
         off_s, off = timed(SweepSpec(**{**base.__dict__, "reuse": False}), Path(tmp) / "off", args.workers)
+    lines.append("$ .venv/bin/python bench/sweep_reuse.py " + " ".join(sys.argv[1:]))
     lines.append(f"sweep --paper-like grid: {', '.join(models)} (int8, x86), {len(on)} points, --time-limit {args.time_limit:g}, "
                  f"{args.workers} workers; load average {load:.2f} -> {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     lines.append(f"reuse on   {on_s:8.2f} s   points reused from another budget: "
