@@ -75,7 +75,13 @@ def run_chain(chain: ChainTask) -> Iterator[Settled]:
         return
     settled: set[int] = set()
     try:
-        known = {i: ChainPoint.from_json(chain.carry(i)) for i in range(len(chain.tasks)) if chain.carry(i) is not None}
+        known = {}
+        for i in range(len(chain.tasks)):
+            try:
+                if chain.carry(i) is not None:
+                    known[i] = ChainPoint.from_json(chain.carry(i))  # type: ignore[arg-type]
+            except (KeyError, TypeError, ValueError):  # a journal of another version: solve it again
+                log.debug("unreadable carry of %s", chain.tasks[i].point, exc_info=True)
         options = solve_options(chain.tasks[0])
         problems = [t.problem for t in chain.tasks]
         for i, point, result in solve_chain(problems, options, known):
