@@ -64,7 +64,8 @@ def solve_sliced_staged(problem: PlacementProblem, options: SolveOptions, warm_s
         return dataclasses.replace(options, time_limit_s=max(seconds, 0.05))
 
     seg = split_sliced(problem)
-    useful = len([m for m in seg.members if m]) >= 2 and seg.largest <= LARGEST_SEGMENT
+    # ``plain`` (the formulation as written) is one sliced model, as before the stages existed.
+    useful = len([m for m in seg.members if m]) >= 2 and seg.largest <= LARGEST_SEGMENT and not options.plain
     if not useful:
         slice_s = limit_s
     elif slice_s is None:
