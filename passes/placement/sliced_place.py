@@ -2,7 +2,7 @@
 
 :func:`place_sliced` takes the whole-operator result W (validated, never worse than
 the baselines) and, when slicing is asked for (``SolveOptions.slicing``) and the
-problem has options of those kinds that fit the budget:
+problem has options of those kinds whose CIM part fits the budget:
 
 1. computes a cheap lower bound L of the sliced problem
    (:func:`~cimsplit.passes.placement.sliced_bound.sliced_lower_bound_ns`: host
@@ -35,7 +35,7 @@ from cimsplit.passes.placement.sliced_bound import sliced_lower_bound_ns
 from cimsplit.passes.placement.slicing import KINDS, with_kinds
 from cimsplit.passes.placement.validate import validate
 
-__all__ = ["fitting", "place_sliced", "slicing_kinds"]
+__all__ = ["fits", "place_sliced", "slicing_kinds"]
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +47,11 @@ def slicing_kinds(choice: str) -> tuple[str, ...]:
     return {"off": (), "ks": ("ks",), "ofm": ("ofm",)}.get(choice, KINDS)
 
 
-def fitting(problem: PlacementProblem) -> PlacementProblem:
-    """``problem`` without the slicing options whose CIM part alone exceeds the budget (no schedule uses them)."""
-    if not problem.slicings:
-        return problem
-    keep = tuple(tuple(o for o in options if o.crossbars <= problem.budget) for options in problem.slicings)
-    return replace(problem, slicings=keep if any(keep) else ())
+def fits(problem: PlacementProblem) -> bool:
+    """Whether some slicing option's CIM part fits the budget (else no schedule slices: the problem is
+    the whole-operator one).  Options are never dropped from the problem: a schedule's ``slicing``
+    indexes them, also when a budget chain carries it to another budget."""
+    return any(o.crossbars <= problem.budget for options in problem.slicings for o in options)
 
 
 def _gap(objective_ns: float, bound_ns: float) -> float:
@@ -65,8 +64,8 @@ def place_sliced(problem: PlacementProblem, options: SolveOptions, whole: Placem
     or a strictly better validated sliced result."""
     from cimsplit.passes.placement.solvers.cpsat.sliced import gap_status
 
-    sliced_problem = fitting(with_kinds(problem, slicing_kinds(options.slicing)))
-    if not sliced_problem.slicings:
+    sliced_problem = with_kinds(problem, slicing_kinds(options.slicing))
+    if not fits(sliced_problem):
         if options.slicing != "off" and problem.slicings:
             kept = replace(whole.solver, reason=f"{whole.solver.reason}; slicing {options.slicing}: no slicing "
                            f"option fits the budget of {problem.budget} crossbars (the whole-operator problem)")

@@ -171,3 +171,15 @@ def test_placement_with_slicing_agrees_with_brute_force_and_its_status_with_its_
         assert result.solver.bound_ns <= optimum + 1e-9
         assert (result.solver.status == "optimal") == (result.solver.gap <= 1e-6)
         assert result.solver.status == "optimal"
+
+
+def test_a_sliced_schedule_indexes_the_problems_own_options():
+    # Option 0 (8 crossbars) does not fit the budget of 2, option 1 (KS, 2 crossbars) does: the schedule
+    # says 1, and the result's problem keeps both (a budget chain re-validates it at other budgets).
+    big = SliceOption(kind="ks", split=512, t_host_ns=100.0, t_cim_ns=100.0, crossbars=8, t_join_ns=1.0, t_back_ns=1.0)
+    p = one_conv(slicings=((big, KS),))
+    result = place(p, SolveOptions())
+    assert result.schedule.slicing == (1,) and result.schedule.makespan_ns == 550.0
+    assert result.problem.slicings == p.slicings
+    assert split_sliced(p).bottlenecks == (0, 2)  # conv keeps an option that fits: no bottleneck
+    assert split_sliced(one_conv(budget=1, slicings=((big, KS),))).bottlenecks == (0, 1, 2)

@@ -1,6 +1,6 @@
 """The bottleneck decomposition of :mod:`.segments` for problems with slicing options (TSO).
 
-Bottlenecks are taken only among operators *without* slicing options (ResNet's
+Bottlenecks are taken only among operators *without* slicing options that fit the budget (ResNet's
 Add/Relu block outputs, MobileNetV2's residual Adds, the virtual ``<start>`` and
 ``<end>``); each segment between two of them is a small sliced problem solved
 by the sliced CP-SAT model (:func:`.sliced.solve_sliced`), and the lazy DP of
@@ -87,11 +87,12 @@ def split_sliced(problem: PlacementProblem) -> Segments:
     aug = augmented_sliced(problem)
     if not aug.slicings:
         return chain_segments(aug)
-    allowed = {v for v in range(aug.n) if not aug.slicings[v]}
+    # An option whose CIM part exceeds the budget is no option: its operator may be a bottleneck.
+    usable = [[o for o in opts if o.crossbars <= problem.budget] for opts in aug.slicings]
+    allowed = {v for v in range(aug.n) if not usable[v]}
     edge_ns: dict[tuple[int, int], float] = {}
     for u, v, t in aug.edges:
-        reads = [dict(o.in_cim_ns).get(u, t) for o in aug.slicings[v]] + [dict(o.in_host_ns).get(u, t)
-                                                                         for o in aug.slicings[v]]
+        reads = [dict(o.in_cim_ns).get(u, t) for o in usable[v]] + [dict(o.in_host_ns).get(u, t) for o in usable[v]]
         edge_ns[(u, v)] = max([t, *reads])
     return chain_segments(aug, allowed, edge_ns)
 
