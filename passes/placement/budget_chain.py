@@ -27,18 +27,17 @@ crossbars its schedule uses (fact 2) and each bound reaches every smaller budget
 (fact 3); a schedule found at a larger budget that fits a smaller one is that
 solve's incumbent.  With slicing, the whole-operator step and the sliced step
 are kept apart: facts at the whole-operator level (the problem without
-slicings) feed the whole-operator step, proven sliced results feed the final
-result; a bound of the sliced problem is also one of the whole-operator problem
-(its feasible set is smaller), not the other way round.  Each point reports a
+slicings) feed the whole-operator step; final results, which the slicing step
+proves at the sliced level whether their schedule is sliced or not, feed the
+final result.  A bound of the sliced problem is also one of the whole-operator
+problem (its feasible set is smaller), not the other way round: a whole-operator
+optimum at a larger budget bounds nothing at the sliced level.  Each point reports a
 true statement: the status and gap of the schedule it reports against the
 bounds valid at its budget, ``time_s`` the time spent on it, ``reused_from`` the
 budget whose schedule it reports when that is another one.
 
-A result replaced by fact 4 reports the bound valid for its schedule at its
-budget: a sliced schedule at a budget where only whole-operator bounds are known
-(``--slicing auto`` does not slice where the budget does not bind) has none
-there, so it reports status ``time_limit`` and gap 1 -- shorter, but not proven.
-Reused and replaced results carry the solver statistics (solver, model size) of
+A result replaced by fact 4 reports the best final-result bound of a budget at
+least its own (fact 3 at the chain's level).  Reused and replaced results carry the solver statistics (solver, model size) of
 the solve that found their schedule.
 
 The throughput objective is not chained here (each point is solved alone).
@@ -180,18 +179,18 @@ def chain_result(problem: PlacementProblem, found: Found, options: SolveOptions,
 
 
 def _bound(points: Mapping[int, ChainPoint], budget: int, sliced: bool) -> float:
-    """The best bound proven at a budget >= ``budget`` for a schedule at this level (fact 3).
+    """The best bound proven at a budget >= ``budget`` for the problem at this level (fact 3).
 
-    A sliced-level bound (of a sliced final result) holds for both levels; a whole-operator
-    one only for whole-operator schedules."""
+    ``sliced``: the chain's problems have slicing options, so a final result (whether its
+    schedule is sliced or not) is bounded at the sliced level.  A final result's bound holds
+    for both levels (the sliced problem's optimum is at most the whole-operator one); a
+    whole-operator step's bound only for the whole-operator problem."""
     best = 0.0
     for p in points.values():
-        if p.budget < budget:
-            continue
-        if p.final.sliced or not sliced:
+        if p.budget >= budget:
             best = max(best, p.final.bound_ns)
-        if p.whole is not None and not sliced:
-            best = max(best, p.whole.bound_ns)
+            if p.whole is not None and not sliced:
+                best = max(best, p.whole.bound_ns)
     return best
 
 
@@ -260,7 +259,7 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
     # Fact 2 on the final result: a proven schedule of the complete problem (sliced level, or the
     # whole-operator problem when nothing can be sliced) settles this budget.
     final_level = [p.final for p in points.values() if p.budget > budget and p.final.proven
-                   and p.final.crossbars_used <= budget and (p.final.sliced or sliced_problem is None)]
+                   and p.final.crossbars_used <= budget]
     if final_level:
         source = min(final_level, key=lambda f: (f.budget, f.makespan_ns))
         reason = f"reused the proven schedule of budget {source.budget}"
@@ -289,7 +288,7 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
     else:  # as ``place`` does it: the sliced step gets what the whole-operator step left of the limit
         final = place_sliced(problem, options, whole, options.time_limit_s - (time.perf_counter() - begin))
     final_found = Found.of(final, budget)
-    final_found = _with_bound(final_found, _bound(points, budget, final_found.sliced), options)
+    final_found = _with_bound(final_found, _bound(points, budget, sliced_problem is not None), options)
     reused = whole_found.budget if proven_whole is not None and not final_found.sliced else None
     if reused is not None:
         final_found = replace(final_found, budget=reused)
@@ -304,10 +303,11 @@ def _monotone(problems: Sequence[PlacementProblem], options: SolveOptions,
               points: dict[int, ChainPoint], streams: Streams) -> Iterator[tuple[int, ChainPoint, PlacementResult]]:
     """Fact 4: replace every point's final result by a better one of a smaller budget, re-validated."""
     best: Found | None = None
+    sliced = _slices(problems[0], options) is not None
     for i in sorted(points, key=lambda k: (points[k].budget, k)):
         p = points[i]
         if best is not None and best.makespan_ns < p.final.makespan_ns * (1 - 1e-9):
-            found = _with_bound(replace(best, bound_ns=0.0), _bound(points, p.budget, best.sliced), options)
+            found = _with_bound(replace(best, bound_ns=0.0), _bound(points, p.budget, sliced), options)
             why = f"the schedule of budget {best.budget} is shorter than this budget's solve found"
             result = chain_result(problems[i], found, options, p.time_s, why, streams)
             p = replace(p, final=replace(found, bound_ns=result.solver.bound_ns), reused_from=best.budget)

@@ -119,3 +119,24 @@ def test_reuse_happens_on_the_sample():
         out = settle([replace(problem, budget=c) for c in _budgets(problem)], SolveOptions(solver="highs", threads=1))
         reused += sum(1 for p, _ in out if p.reused_from is not None)
     assert reused >= 5
+
+
+def test_a_whole_operator_bound_bounds_nothing_at_the_sliced_level():
+    """At budget 8 the whole-operator step proved 6 ns and the sliced final result 5 ns.  At budget 4
+    of a chain with slicing options only the final 5 ns holds (a sliced schedule at 4 may beat the
+    whole-operator optimum at 8); without slicing options the whole-operator 6 ns holds too."""
+    from cimsplit.passes.placement.budget_chain import ChainPoint, Found, _bound
+
+    def found(makespan_ns: float, slicing: tuple[int, ...]) -> Found:
+        return Found(on_host=(False, True), host_order=(1,), slicing=slicing, makespan_ns=makespan_ns,
+                     bound_ns=makespan_ns, status="optimal", solver="cpsat", n_variables=1, n_constraints=1,
+                     crossbars_used=3, budget=8)
+
+    points = {0: ChainPoint(8, found(6.0, ()), found(5.0, (0, -1)), 0.1)}
+    assert _bound(points, 4, sliced=True) == 5.0
+    assert _bound(points, 4, sliced=False) == 6.0
+    assert _bound(points, 9, sliced=False) == 0.0  # budget 8 bounds nothing at a larger budget
+    # A final result that kept the whole-operator schedule is still bounded at the sliced level.
+    points = {0: ChainPoint(8, found(6.0, ()), found(6.0, (-1, -1)), 0.1)}
+    points[0] = replace(points[0], final=replace(points[0].final, bound_ns=5.5))
+    assert _bound(points, 4, sliced=True) == 5.5
