@@ -10,6 +10,7 @@ import random
 
 import pytest
 from _brute import brute_force_sliced, random_chained_sliced_problem, random_sliced_problem
+from _one_conv import KS, one_conv
 
 from cimsplit.passes.placement import PlacementProblem, SolveOptions, place
 from cimsplit.passes.placement.problem import SliceOption
@@ -21,16 +22,6 @@ from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
     split_sliced,
 )
 from cimsplit.passes.placement.validate import validate
-
-KS = SliceOption(kind="ks", split=256, t_host_ns=500.0, t_cim_ns=300.0, crossbars=2, t_join_ns=50.0,
-                 t_back_ns=40.0, t_graph_in_ns=100.0)
-
-
-def one_conv(**changes) -> PlacementProblem:
-    """input --(100 ns to the CIM)--> conv (host 1000, CIM 400, 4 crossbars; KS: 2) --(100 ns)--> output"""
-    values = dict(names=("conv",), t_host_ns=(1000.0,), t_cim_ns=(400.0,), crossbars=(4,), edges=(), budget=2,
-                  t_in_ns=(100.0,), t_out_ns=(100.0,), writes_output=(True,), slicings=((KS,),))
-    return PlacementProblem(**{**values, **changes})
 
 
 def test_cheap_bound_of_one_conv():
