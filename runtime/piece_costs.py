@@ -149,14 +149,19 @@ stream of few frames (fewer than several times the frames in flight) is mostly f
 spacing of finishes is not the period: :func:`stream_prediction` predicts such a stream for its own length."""
 
 
-def cpu_medians(runs: Sequence[TimedRun]) -> dict[str, float]:
-    """Host piece name -> median CPU time per call over the timed ``runs``."""
+def _cpu_times(runs: Sequence[TimedRun]) -> dict[str, list[float]]:
+    """Host piece name -> CPU time of each of its calls in the timed ``runs``."""
     cpu: dict[str, list[float]] = {}
     for run in runs:
         for task in run.tasks:
             if task.resource == "host":
                 cpu.setdefault(task.name, []).append(task.cpu_ns)
-    return {name: statistics.median(values) for name, values in cpu.items()}
+    return cpu
+
+
+def cpu_medians(runs: Sequence[TimedRun]) -> dict[str, float]:
+    """Host piece name -> median CPU time per call over the timed ``runs``."""
+    return {name: statistics.median(values) for name, values in _cpu_times(runs).items()}
 
 
 def _timing(session: Any, mode: str, runs: Sequence[TimedRun], frames: int, plan_ns: float, mean: bool) -> PieceTiming:
@@ -176,12 +181,7 @@ def _timing(session: Any, mode: str, runs: Sequence[TimedRun], frames: int, plan
 
 def cpu_means(runs: Sequence[TimedRun]) -> dict[str, float]:
     """Host piece name -> mean CPU time per call over the timed ``runs`` (a stream's period is a mean)."""
-    cpu: dict[str, list[float]] = {}
-    for run in runs:
-        for task in run.tasks:
-            if task.resource == "host":
-                cpu.setdefault(task.name, []).append(task.cpu_ns)
-    return {name: math.fsum(values) / len(values) for name, values in cpu.items()}
+    return {name: math.fsum(values) / len(values) for name, values in _cpu_times(runs).items()}
 
 
 def stream_prediction(session: Any, frames: int, pieces: HostPieces | None) -> tuple[float | None, float | None]:
