@@ -18,7 +18,13 @@ still produce, so the two graphs are matched through tensor names:
   produce those same tensors form, with it, one *region*: the simplified nodes
   whose work the region's kernels do.  Glue kernels (reorders, transposes,
   casts) lie inside the piece of the kernel that needs them, so they are
-  charged with it.
+  charged with it;
+* kernels that pass renamed tensors (the ``reorder_token`` chain of the NCHWc
+  layout, a fused SiLU) are matched through their names: ONNX Runtime names an
+  NCHWc node ``<tensor>_nchwc`` after the tensor it computes (a Conv that adds
+  a residual computes that Add, and its activation after it) and a fusion
+  ``<node>/<Name>Fusion/`` after its last node.  Without that, a float CNN's
+  whole NCHWc chain was one region, split by the weights below.
 
 Simplified nodes computed from constants only (a weight's DequantizeLinear)
 take no share of a region's time.  When ORT folds them they cost nothing; when
@@ -40,6 +46,9 @@ import onnx
 __all__ = ["Region", "attribute_kernels", "constant_nodes", "split_region_times"]
 
 log = logging.getLogger(__name__)
+
+_NCHWC_DOMAIN = "com.microsoft.nchwc"
+_NCHWC_SUFFIX = "_nchwc"
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,50 @@ def _pieces(graph: onnx.GraphProto, boundary: set[str]) -> _Union:
     return pieces
 
 
+def _nchwc_output(node: onnx.NodeProto, s_nodes: Mapping[str, onnx.NodeProto], s_producers: Mapping[str, str],
+                  s_consumers: Mapping[str, list[str]]) -> str | None:
+    """The simplified tensor an NCHWc kernel computes (its output is a renamed ``reorder_token``), or None.
+
+    ONNX Runtime names an NCHWc node after the tensor it replaces, ``<tensor>_nchwc``
+    (a Conv's output, or its fused activation's); a Conv that also adds a residual
+    (a 4th, ``Sum`` input) computes that Add's output, and then the activation after it.
+    """
+    if node.domain != _NCHWC_DOMAIN or not node.name.endswith(_NCHWC_SUFFIX) or len(node.output) != 1:
+        return None
+    tensor = node.name.removesuffix(_NCHWC_SUFFIX)
+    if tensor not in s_producers:
+        return None
+
+    def follow(op_types: Iterable[str]) -> str | None:
+        readers = s_consumers.get(tensor, [])
+        if len(readers) == 1 and s_nodes[readers[0]].op_type in op_types and s_nodes[readers[0]].output:
+            return s_nodes[readers[0]].output[0]
+        return None
+
+    if node.op_type == "Conv" and len(node.input) > 3 and node.input[3]:
+        summed = follow(("Add", "Sum"))
+        if summed is None:
+            return None
+        tensor = summed
+        activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), "")
+        if activation:
+            tensor = follow((activation,)) or tensor
+    return tensor
+
+
+def _fusion_output(node: onnx.NodeProto, s_nodes: Mapping[str, onnx.NodeProto]) -> str | None:
+    """The simplified tensor a fused kernel named ``<node>/<Name>Fusion/`` computes (that node's output), or None.
+
+    ONNX Runtime names the node of such a fusion after its last node (SiLU's Mul for
+    ``QuickGelu``), whose output the fused kernel then makes under another name.
+    """
+    head, _, tail = node.name.partition("/")
+    last = s_nodes.get(head)
+    if not tail.endswith("Fusion/") or last is None or len(node.output) != 1 or len(last.output) != 1:
+        return None
+    return last.output[0]
+
+
 def attribute_kernels(
     simplified: onnx.ModelProto,
     optimized: onnx.ModelProto,
@@ -135,6 +188,14 @@ def attribute_kernels(
         for o_name, s_name in zip(node.output, twin.output):
             if o_name and s_name and alias.get(o_name, s_name) == s_name:
                 alias[o_name] = s_name
+    s_consumers: dict[str, list[str]] = defaultdict(list)
+    for node in s_graph.node:
+        for name in node.input:
+            s_consumers[name].append(node.name)
+    for node in o_graph.node:
+        made = _nchwc_output(node, s_nodes, s_producers, s_consumers) or _fusion_output(node, s_nodes)
+        if made is not None and node.output[0] not in alias:
+            alias[node.output[0]] = made
     s_boundary, o_boundary = set(alias.values()), set(alias)
     s_pieces, o_pieces = _pieces(s_graph, s_boundary), _pieces(o_graph, o_boundary)
     by_name: dict[str, str] = {}
@@ -144,10 +205,6 @@ def attribute_kernels(
         by_name.setdefault(node.name, node.name)
 
     # The simplified pieces each optimized piece produces boundary tensors of are one region.
-    s_consumers: dict[str, list[str]] = defaultdict(list)
-    for node in s_graph.node:
-        for name in node.input:
-            s_consumers[name].append(node.name)
     o_outputs: dict[str, set[str]] = defaultdict(set)
     o_inputs: dict[str, set[str]] = defaultdict(set)
     for node in o_graph.node:
