@@ -253,6 +253,8 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
                  streams: Streams, place, place_sliced) -> tuple[ChainPoint, PlacementResult]:
     """One budget's point and result.  Its ``time_s`` is what ``place`` reports for a solve (solver and
     heuristic, as in Table I) plus, for a reuse, the time to re-validate the reused schedule here."""
+    from cimsplit.passes.placement.sliced_place import whole_step_options
+
     begin = time.perf_counter()
     budget = problem.budget
     sliced_problem = _slices(problem, options)
@@ -281,11 +283,12 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
         if fits:  # fact 2: a schedule found elsewhere that fits is a warm start
             best = min(fits, key=lambda f: (f.makespan_ns, f.budget))
             incumbent = chain_result(stripped, best, options, 0.0, with_stream=False).schedule
-        whole = place(stripped, replace(options, lower_bound_ns=lower), incumbent=incumbent)
+        whole = place(stripped, replace(whole_step_options(problem, options), lower_bound_ns=lower),
+                      incumbent=incumbent)
         whole_found = Found.of(whole, budget)
     if sliced_problem is None:
         final = whole
-    else:  # as ``place`` does it: the sliced step gets what the whole-operator step left of the limit
+    else:  # as ``place`` does it: the sliced step gets what the whole-operator step (at most half) left
         final = place_sliced(problem, options, whole, options.time_limit_s - (time.perf_counter() - begin))
     final_found = Found.of(final, budget)
     final_found = _with_bound(final_found, _bound(points, budget, sliced_problem is not None), options)

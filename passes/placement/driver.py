@@ -19,7 +19,7 @@ from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem, SliceOption, TensorTransfer
 from cimsplit.passes.placement.result import PlacementResult, Schedule, SolverStats
 from cimsplit.passes.placement.simulate import host_order_by_start
-from cimsplit.passes.placement.sliced_place import place_sliced
+from cimsplit.passes.placement.sliced_place import place_sliced, whole_step_options
 from cimsplit.passes.placement.solvers.backend import (
     BACKENDS,
     STATUS_GAP_LIMIT,
@@ -200,8 +200,9 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions(),  # 
     model; the result's bound is at least this (and a solve whose gap it closes is optimal).
 
     Slicing (TSO): when ``problem`` has slicing options, the whole-operator problem is
-    solved first (as above, the options stripped), then :func:`place_sliced` may
-    return a strictly shorter sliced schedule (``options.slicing``).
+    solved first (as above, the options stripped; within half the limit when a sliced step
+    follows, :func:`~.sliced_place.whole_step_options`), then :func:`place_sliced` may
+    return a strictly shorter sliced schedule (``options.slicing``) in the rest of the limit.
     """
     from cimsplit.passes.placement.stream.driver import check_stream_options, latency_plan_stream, place_throughput
 
@@ -210,7 +211,7 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions(),  # 
         if options.objective != "latency":  # the stream model has no sliced parts: slicing is for latency
             return place(stripped, options, incumbent=incumbent)
         begin = time.perf_counter()
-        whole = place(stripped, options, incumbent=incumbent)
+        whole = place(stripped, whole_step_options(problem, options), incumbent=incumbent)
         left_s = options.time_limit_s - (time.perf_counter() - begin)
         return place_sliced(problem, options, whole, left_s)
     _check_arguments(problem, options)

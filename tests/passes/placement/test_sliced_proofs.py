@@ -7,6 +7,7 @@ Hand-computed numbers on tiny sliced problems, and brute force (every mode, ever
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from _brute import brute_force_sliced, random_chained_sliced_problem, random_sliced_problem
@@ -16,6 +17,7 @@ from cimsplit.passes.placement import PlacementProblem, SolveOptions, place
 from cimsplit.passes.placement.problem import SliceOption
 from cimsplit.passes.placement.simulate import simulate
 from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_bound_ns, sliced_lower_bound_ns
+from cimsplit.passes.placement.sliced_place import whole_step_options
 from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
     augmented_sliced,
     solve_sliced_by_segments,
@@ -174,3 +176,12 @@ def test_a_sliced_schedule_indexes_the_problems_own_options():
     assert result.problem.slicings == p.slicings
     assert split_sliced(p).bottlenecks == (0, 2)  # conv keeps an option that fits: no bottleneck
     assert split_sliced(one_conv(budget=1, slicings=((big, KS),))).bottlenecks == (0, 1, 2)
+
+
+def test_the_whole_operator_step_gets_half_the_limit_when_a_sliced_step_follows():
+    options = SolveOptions(time_limit_s=20.0)
+    assert whole_step_options(one_conv(), options).time_limit_s == 10.0  # KS (2 crossbars) fits the budget of 2
+    assert whole_step_options(one_conv(), replace(options, slicing="off")).time_limit_s == 20.0
+    assert whole_step_options(one_conv(budget=1), options).time_limit_s == 20.0  # nothing fits: no sliced step
+    result = place(one_conv(), options)  # and the answer is the sliced optimum (550, as computed above)
+    assert (result.schedule.makespan_ns, result.solver.status) == (550.0, "optimal")

@@ -27,13 +27,9 @@ placement fixed; absent tasks are unconstrained and carry no time), and the
 host order is free, so the optimum over all modes is the optimum of the sliced
 problem.  ``plain=False`` adds only rows implied by every schedule with
 ``T <= UB``: ``T <= UB`` from the warm start (the whole-operator optimum: a
-feasible sliced schedule), the host-load row ``T >= sum of present host
-tasks`` (host tasks never overlap) and its ancestor/descendant forms ``f_v >=
-load(anc(v)) + load(v)`` and ``T >= f_v + load(desc(v))`` (every host task of an
-ancestor ends before v's output, every one of a descendant starts after it),
-and ``f_v >= f_u + d_v`` on every edge with ``d_v`` v's shortest duration in its
-mode (``T_host``, ``T_acc``, or ``join_k + max(host_k, cim_k + back_k)``: both parts start after
-every input is there, and the join waits for both).  Times are floored to units exactly as in
+feasible sliced schedule) and the rows of :mod:`.sliced_cuts` (host load and its
+ancestor/descendant forms, shortest durations on edges, releases and tails of
+shortest modes; each argued there).  Times are floored to units exactly as in
 :mod:`.model` (same unit rule), so the bound is a true lower bound; the
 solution's modes and host order (start, finish, index in floored units: a
 precedence-respecting order, same argument) are re-timed in real ns by the
@@ -62,6 +58,7 @@ from cimsplit.passes.placement.solvers.backend import (
     STATUS_TIME_LIMIT,
 )
 from cimsplit.passes.placement.solvers.cpsat.model import floor_units, unit_for
+from cimsplit.passes.placement.solvers.cpsat.sliced_cuts import SlicedModel, add_load_rows, add_path_rows
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, _configure
 
 __all__ = ["SlicedOutcome", "gap_status", "solve_sliced"]
@@ -222,19 +219,15 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     if sum(x for x, _ in xbars) > problem.budget:
         m.Add(sum(x * lit for x, lit in xbars) <= problem.budget)  # eq. 14
     if not options.plain:
-        m.Add(makespan >= sum(load))  # host tasks never overlap
-        for u, v, _ in problem.edges:  # v's output is at least its shortest duration after u's
-            m.Add(f[v] >= f[u] + duration[v])
-        for v in range(n):
-            m.Add(f[v] >= duration[v])
-        anc, desc = dag.ancestors(problem), dag.descendants(problem)
-        for v in range(n):
-            before = [load[u] for u in range(v) if (anc[v] >> u) & 1]
-            if before:  # every host task of an ancestor ends before v's output (and before v's own host tasks)
-                m.Add(f[v] >= sum(before) + load[v])
-            after = [load[w] for w in range(v + 1, n) if (desc[v] >> w) & 1]
-            if after:  # every host task of a descendant starts after v's output
-                m.Add(makespan >= f[v] + sum(after))
+        shortest = [min([host[v], *([acc[v]] if whole_cim[v] else []),
+                         *(u_(o.t_join_ns) + max(u_(o.t_host_ns), u_(o.t_cim_ns) + u_(o.t_back_ns))
+                           for o in (slicings[v][k] for k in allowed[v]))]) for v in range(n)]
+        record = SlicedModel(problem=problem, m=m, ub=ub, T=makespan, f=f,
+                             starts=[[s[v], *((sc[v], sh[v], sj[v]) if v in sc else ())] for v in range(n)],
+                             load=load, duration=duration, shortest=shortest, ancestors=dag.ancestors(problem),
+                             descendants=dag.descendants(problem))
+        add_load_rows(record)
+        add_path_rows(record)
     if warm_start is not None:
         _add_hints(m, problem, warm_start, unit, (h, c, y, s, f, sc, sh, sj), whole_cim, allowed)
     m.Minimize(makespan)
