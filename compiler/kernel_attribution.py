@@ -157,6 +157,45 @@ def _fusion_output(node: onnx.NodeProto, s_nodes: Mapping[str, onnx.NodeProto]) 
     return last.output[0]
 
 
+def _qlinear_output(node: onnx.NodeProto, s_nodes: Mapping[str, onnx.NodeProto], s_consumers: Mapping[str, list[str]],
+                    o_names: set[str]) -> str | None:
+    """The simplified tensor a QLinearConv named ``<conv>_token_<n>`` computes (its output is renamed), or None.
+
+    It is the QuantizeLinear output after that Conv, or after the activation
+    (Clip, Relu) ONNX Runtime folded into the quantization range (no kernel
+    keeps its name).
+    """
+    head, sep, tail = node.name.rpartition("_token_")
+    conv = s_nodes.get(head)
+    if (node.op_type != "QLinearConv" or not sep or not tail.isdigit() or conv is None or conv.op_type != "Conv"
+            or len(node.output) != 1 or not conv.output):
+        return None
+
+    quantize = _only_reader(conv.output[0], ("QuantizeLinear",), s_nodes, s_consumers)
+    return None if quantize is None else _past_folded(quantize.output[0], s_nodes, s_consumers, o_names)
+
+
+def _only_reader(tensor: str, op_types: tuple[str, ...], s_nodes: Mapping[str, onnx.NodeProto],
+                 s_consumers: Mapping[str, list[str]]) -> onnx.NodeProto | None:
+    readers = s_consumers.get(tensor, [])
+    found = s_nodes[readers[0]] if len(readers) == 1 else None
+    return found if found is not None and found.op_type in op_types and found.output else None
+
+
+def _past_folded(tensor: str, s_nodes: Mapping[str, onnx.NodeProto], s_consumers: Mapping[str, list[str]],
+                 o_names: set[str]) -> str:
+    """A quantized ``tensor``, or past the ``DequantizeLinear -> Clip/Relu -> QuantizeLinear`` runs after it that
+    ONNX Runtime folded into its quantization (no kernel keeps the activation's name)."""
+    while True:
+        dequantize = _only_reader(tensor, ("DequantizeLinear",), s_nodes, s_consumers)
+        activation = dequantize and _only_reader(dequantize.output[0], ("Clip", "Relu"), s_nodes, s_consumers)
+        again = (activation and activation.name not in o_names
+                 and _only_reader(activation.output[0], ("QuantizeLinear",), s_nodes, s_consumers))
+        if not again:
+            return tensor
+        tensor = again.output[0]
+
+
 def attribute_kernels(
     simplified: onnx.ModelProto,
     optimized: onnx.ModelProto,
@@ -181,6 +220,7 @@ def attribute_kernels(
         if name not in s_types or name not in o_types or s_types[name] == o_types[name]
     }
     s_nodes = {node.name: node for node in s_graph.node}
+    o_names = {node.name for node in o_graph.node}
     for node in o_graph.node:
         twin = s_nodes.get(node.name)
         if twin is None or twin.op_type != node.op_type or twin.domain != node.domain or len(twin.output) != len(node.output):
@@ -193,9 +233,12 @@ def attribute_kernels(
         for name in node.input:
             s_consumers[name].append(node.name)
     for node in o_graph.node:
-        made = _nchwc_output(node, s_nodes, s_producers, s_consumers) or _fusion_output(node, s_nodes)
+        made = (_nchwc_output(node, s_nodes, s_producers, s_consumers) or _fusion_output(node, s_nodes)
+                or _qlinear_output(node, s_nodes, s_consumers, o_names))
         if made is not None and node.output[0] not in alias:
             alias[node.output[0]] = made
+        elif node.op_type == "QuantizeLinear" and node.output and node.output[0] in alias:
+            alias[node.output[0]] = _past_folded(alias[node.output[0]], s_nodes, s_consumers, o_names)
     s_boundary, o_boundary = set(alias.values()), set(alias)
     s_pieces, o_pieces = _pieces(s_graph, s_boundary), _pieces(o_graph, o_boundary)
     by_name: dict[str, str] = {}

@@ -229,3 +229,42 @@ def test_a_fused_silu_kernel_is_charged_to_its_sigmoid_and_mul(loaded) -> None:
     silu = next(region for region in regions if any(by_type[n] == "Sigmoid" for n in region.nodes))
     assert sorted(by_type[n] for n in silu.nodes) == ["Mul", "Sigmoid"]
     assert [kernel_type[k] for k, _ in silu.kernels] == ["QuickGelu"]
+
+
+# x -> Q -> DQ -> Conv 3x3 (8 -> 8) -> Q -> DQ -> Clip 0..6 -> Q -> DQ -> Conv 3x3 (8 -> 8) -> Q -> DQ -> y
+#   ORT: two QLinearConv ``<conv>_token_<n>`` whose outputs are renamed (the Clip runs between them here)
+def qdq_conv_clip_conv() -> onnx.ModelProto:
+    return parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        qcc (float[1,8,8,8] x) => (float[1,8,8,8] y) {
+          xq = QuantizeLinear(x, s, z)
+          xd = DequantizeLinear(xq, s, z)
+          wd = DequantizeLinear(w8, w8_s, w8_z)
+          c = Conv <pads = [1,1,1,1]> (xd, wd)
+          cq = QuantizeLinear(c, s, z)
+          cd = DequantizeLinear(cq, s, z)
+          r = Clip(cd, lo, hi)
+          rq = QuantizeLinear(r, s, z)
+          rd = DequantizeLinear(rq, s, z)
+          vd = DequantizeLinear(v8, v8_s, v8_z)
+          c2 = Conv <pads = [1,1,1,1]> (rd, vd)
+          c2q = QuantizeLinear(c2, s, z)
+          y = DequantizeLinear(c2q, s, z)
+        }""",
+        [*ACT, *q_weight("w8", (8, 8, 3, 3)), *q_weight("v8", (8, 8, 3, 3), seed=1),
+         numpy_helper.from_array(np.array(0.0, np.float32), "lo"), numpy_helper.from_array(np.array(6.0, np.float32), "hi")],
+    )
+
+
+def test_a_qlinearconv_chain_charges_each_kernel_to_its_own_conv(loaded) -> None:
+    model = loaded(qdq_conv_clip_conv())
+    optimized = optimized_model(model.model)
+    kernel_type = {node.name: node.op_type for node in optimized.graph.node}
+    if sorted(kernel_type.values()).count("QLinearConv") != 2:
+        pytest.skip("onnxruntime runs these convs otherwise here")
+    regions = attribute_kernels(model.model, optimized)
+    by_type = {node.name: node.op_type for node in model.model.graph.node}
+    convs = [region for region in regions if any(by_type[n] == "Conv" for n in region.nodes)]
+    assert [sum(by_type[n] == "Conv" for n in region.nodes) for region in convs] == [1, 1]
+    assert [[kernel_type[k] for k, _ in region.kernels].count("QLinearConv") for region in convs] == [1, 1]
