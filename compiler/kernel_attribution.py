@@ -43,7 +43,11 @@ from dataclasses import dataclass
 
 import onnx
 
-__all__ = ["Region", "attribute_kernels", "constant_nodes", "split_region_times"]
+__all__ = ["ATTRIBUTION_VERSION", "Region", "attribute_kernels", "constant_nodes", "split_region_times"]
+
+ATTRIBUTION_VERSION = 2
+"""Bumped when the charging of kernels to nodes changes, so profiles cached with another one are measured again
+(2: NCHWc, fused-SiLU and QLinearConv kernels matched by name)."""
 
 log = logging.getLogger(__name__)
 

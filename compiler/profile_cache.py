@@ -17,6 +17,7 @@ from pathlib import Path
 import onnxruntime as ort
 
 from cimsplit.compiler.host_profile import PROFILED_HERE, HostProfile, _Loaded, check_fingerprint, cpu_model, profile_model
+from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
 from cimsplit.errors import CimsplitError
 
 __all__ = ["cache_dir", "cached_profile", "host_profile_for"]
@@ -34,7 +35,7 @@ def cache_dir() -> Path:
 
 
 def cached_profile(loaded: _Loaded, threads: int = 1, progress: bool | None = None, level: str = "all") -> HostProfile:
-    """This machine's profile of ``loaded``: measured once per (fingerprint, level, threads, CPU, ORT version).
+    """This machine's profile of ``loaded``: measured once per (fingerprint, level, threads, CPU, ORT version, attribution version).
 
     A fresh profile outside ``SUM_OVER_MODEL`` is measured once more and the one
     nearer 1 is kept; it is cached either way, and its :attr:`~HostProfile.warnings`
@@ -43,7 +44,7 @@ def cached_profile(loaded: _Loaded, threads: int = 1, progress: bool | None = No
     ``loaded``'s node names (:meth:`HostProfile.for_model`).
     """
     cpu, version = cpu_model(), ort.__version__
-    identity = [loaded.fingerprint, threads, cpu, version] + ([level] if level != "off" else [])
+    identity = [loaded.fingerprint, threads, cpu, version] + ([level, f"attribution {ATTRIBUTION_VERSION}"] if level != "off" else [])
     key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
     path = cache_dir() / "profiles" / f"{key}.json"
     if path.exists():
