@@ -31,8 +31,10 @@ the DP value is still a lower bound, and the concatenation is re-timed with
 every edge by :func:`simulate` (an upper bound).
 
 F_i(b) is the shortest span with at most b crossbars on the CIM.  It is
-computed lazily by CP-SAT, from solves per segment and bottleneck devices at
-the segment's full budget, at none and at the warm start's share: the DP over
+computed by CP-SAT, from solves per segment and bottleneck devices at
+the segment's full budget, at none and at the warm start's share; then (whole
+operators) by the parametric descent of :mod:`.fronts`, about one solve pair per
+Pareto point of F_i over the budgets the DP can use; then lazily: the DP over
 lower bounds picks a
 crossbar allocation; every segment on it whose bound is not yet tight at that
 allocation is solved (to optimality if time allows) with its crossbar budget
@@ -56,6 +58,7 @@ from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+from cimsplit.passes.placement.solvers.cpsat.fronts import _Front, _Solve, descend
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, solve_cpsat
 
 __all__ = ["Segments", "SegmentsRun", "chain_segments", "run_decomposition", "solve_by_segments",
@@ -134,26 +137,6 @@ def chain_segments(aug: PlacementProblem, allowed: set[int] | None = None,
     return Segments(aug, tuple(chain), members, exact)
 
 
-@dataclass(frozen=True)
-class _Solve:
-    """One CP-SAT solve of a segment at crossbar budget ``limit``."""
-
-    limit: int
-    used: int
-    span_ns: float
-    bound_ns: float
-    on_host: dict[int, bool]
-    """Device of every segment operator (augmented indices)."""
-    host_order: tuple
-    """Host operators (augmented indices) in order; with slicing, (operator, role) pairs of the expansion."""
-    finished: bool
-    """CP-SAT proved its optimum (the bound may still sit below the span by rounding)."""
-    seconds: float
-    """The time limit it was given."""
-    slicing: dict[int, int] = field(default_factory=dict)
-    """Slicing option of every sliced segment operator (augmented indices; the others are whole)."""
-
-
 def _segment_problem(seg: Segments, i: int, entry_host: bool, exit_host: bool, budget: int
                      ) -> tuple[PlacementProblem, list[int]]:
     """Segment i between its bottlenecks, with their devices fixed; and the local -> augmented index map.
@@ -185,44 +168,6 @@ def _segment_problem(seg: Segments, i: int, entry_host: bool, exit_host: bool, b
 
 
 @dataclass
-class _Front:
-    """What the solves of one (segment, entry device, exit device) say about F(b)."""
-
-    solves: list[_Solve] = field(default_factory=list)
-
-    def finished(self, b: int) -> bool:
-        """Whether a solve at budget b ran to the end (nothing more to learn there)."""
-        return any(s.finished for s in self.solves if s.limit == b)
-
-    def longest_try(self, b: int) -> float:
-        """The largest time limit a solve at budget b was given (0 if none)."""
-        return max((s.seconds for s in self.solves if s.limit == b), default=0.0)
-
-    def upper(self, b: int) -> _Solve | None:
-        """The best solve whose solution fits in b crossbars (ties: fewest crossbars, then first found)."""
-        fits = [s for s in self.solves if s.used <= b]
-        return min(fits, key=lambda s: (s.span_ns, s.used)) if fits else None
-
-    def lower(self, b: int) -> float:
-        """Proven F(b) >= this: the best bound of a solve at a budget >= b."""
-        return max((s.bound_ns for s in self.solves if s.limit >= b), default=0.0)
-
-    def upper_points(self) -> list[tuple[int, float]]:
-        """(crossbars used, span) of every solution not beaten by one using no more crossbars."""
-        points, best = [], math.inf
-        for s in sorted(self.solves, key=lambda s: (s.used, s.span_ns)):
-            if s.span_ns < best:
-                points.append((s.used, s.span_ns))
-                best = s.span_ns
-        return points
-
-    def lower_steps(self, cap: int) -> list[tuple[int, float]]:
-        """(b, lower(b)) at the smallest b of every step of the lower bound, b <= cap."""
-        cuts = sorted({0} | {s.limit + 1 for s in self.solves if s.limit < cap})
-        return [(b, self.lower(b)) for b in cuts]
-
-
-@dataclass
 class SegmentsRun:
     """The outcome of :func:`solve_by_segments`."""
 
@@ -246,27 +191,38 @@ def solve_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, 
     """
     seg = split_at_bottlenecks(problem)
     return run_decomposition(_Decomposition, problem, seg, time_limit_s=time_limit_s, gap=gap, threads=threads,
-                             seed=seed, warm_start=warm_start)
+                             seed=seed, warm_start=warm_start, descent=True)
 
 
 def run_decomposition(kind: type[_Decomposition], problem: PlacementProblem, seg: Segments, *, time_limit_s: float,
-                      gap: float, threads: int, seed: int, warm_start: Schedule | None) -> SegmentsRun:
+                      gap: float, threads: int, seed: int, warm_start: Schedule | None,
+                      descent: bool = False) -> SegmentsRun:
     """The lazy loop of the module docstring with the decomposition ``kind`` (whole operators, or
-    :mod:`.sliced_segments`' sliced segments)."""
+    :mod:`.sliced_segments`' sliced segments); ``descent``: first the fronts' descent of
+    :mod:`.fronts` (its second phase is a whole-operator model)."""
     begin = time.perf_counter()
     first = min(0.5, 0.05 * time_limit_s)
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         dec = kind(problem, seg, gap, seed, warm_start, begin + time_limit_s, pool)
         dec.solve_all([dec.prepare(key, limit, first) for key in dec.keys for limit in sorted(dec.starts(key), reverse=True)])
-        incumbent = warm_start or simulate(problem, [True] * problem.n)
+        best = [warm_start or simulate(problem, [True] * problem.n)]
         trace: list[tuple[float, float]] = []
-        while True:
+
+        def improve() -> float:
+            """The best concatenated schedule's makespan, after assembling the DP's best allocation."""
             _, upper_path = dec.best(lower=False)
             if upper_path:
                 candidate = dec.assemble(upper_path)
-                if candidate.makespan_ns < incumbent.makespan_ns:
-                    incumbent = candidate
+                if candidate.makespan_ns < best[0].makespan_ns:
+                    best[0] = candidate
                     trace.append((time.perf_counter() - begin, candidate.makespan_ns))
+            return best[0].makespan_ns
+
+        if descent and improve() - dec.best(lower=True)[0] > gap * best[0].makespan_ns:
+            descend(dec, improve, first)
+        while True:
+            improve()
+            incumbent = best[0]
             lower_ns, lower_path = dec.best(lower=True)
             if incumbent.makespan_ns - lower_ns <= gap * incumbent.makespan_ns or time.perf_counter() >= dec.deadline:
                 break
@@ -306,9 +262,13 @@ class _Decomposition:
 
     def prepare(self, key: _Key, limit: int, seconds: float):
         """A segment solve, warm-started from the best known solution that fits (built before any runs)."""
+        return self.prepare_from(key, limit, seconds, self.fronts[key].upper(limit))
+
+    def prepare_from(self, key: _Key, limit: int, seconds: float, known: _Solve | None):
+        """A segment solve at budget ``limit``, warm-started from ``known`` (a solve of this key that fits)."""
         i, h0, h1 = key
         sub, index = _segment_problem(self.seg, i, h0, h1, limit)
-        known, warm = self.fronts[key].upper(limit), None
+        warm = None
         if known is not None:
             on_host = [h0, *(known.on_host[v] for v in index[1:-1]), h1]
             order = [index.index(v) for v in known.host_order]
@@ -322,14 +282,19 @@ class _Decomposition:
             return None
         out = solve_cpsat(sub, CpSatOptions(time_limit_s=left, mip_gap=self.gap, seed=self.seed, threads=1,
                                             heuristic_time_s=min(0.2, 0.004 * sub.n)), warm_start=warm)
-        sched = out.schedule
-        assert sched is not None  # all on the host is always a solution
+        assert out.schedule is not None  # all on the host is always a solution
+        return self.record(sub, index, out.schedule, limit, out.outcome.bound_ns,
+                           out.outcome.status in ("optimal", "gap_limit"), seconds)
+
+    @staticmethod
+    def record(sub: PlacementProblem, index: list[int], sched: Schedule, limit: int, bound_ns: float,
+               finished: bool, seconds: float) -> _Solve:
+        """What a segment schedule ``sched`` (local indices) found at budget ``limit`` tells its front."""
         inner = range(1, len(index) - 1)
         return _Solve(limit=limit, used=sum(sub.crossbars[k] for k in inner if not sched.on_host[k]),
-                      span_ns=sched.makespan_ns, bound_ns=out.outcome.bound_ns,
-                      on_host={index[k]: sched.on_host[k] for k in inner},
+                      span_ns=sched.makespan_ns, bound_ns=bound_ns, on_host={index[k]: sched.on_host[k] for k in inner},
                       host_order=tuple(index[k] for k in host_order_by_start(sched) if 0 < k < len(index) - 1),
-                      finished=out.outcome.status in ("optimal", "gap_limit"), seconds=seconds)
+                      finished=finished, seconds=seconds)
 
     def solve_all(self, jobs: list) -> None:
         """Run the jobs ``threads`` at a time and record what each tells about its front."""
@@ -339,8 +304,13 @@ class _Decomposition:
 
     def direct(self, i: int, h0: bool, h1: bool) -> float:
         """Span of an empty segment: the transfer on the edge between its bottlenecks, if any."""
-        chain = self.chain
-        return sum(t for u, v, t in self.aug.edges if (u, v) == (chain[i], chain[i + 1])) if h0 != h1 else 0.0
+        if h0 == h1:
+            return 0.0
+        if not hasattr(self, "_direct"):
+            self._direct: dict[tuple[int, int], float] = {}
+            for u, v, t in self.aug.edges:
+                self._direct[(u, v)] = self._direct.get((u, v), 0.0) + t
+        return self._direct.get((self.chain[i], self.chain[i + 1]), 0.0)
 
     def best(self, lower: bool) -> tuple[float, list[tuple[bool, int]]]:
         """DP over the chain: (value, [(device of bottleneck i, crossbars spent in segment i), ...])."""

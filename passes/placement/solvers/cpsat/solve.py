@@ -13,6 +13,7 @@ stop at a different incumbent on a busier machine (as with any solver).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -37,7 +38,7 @@ from cimsplit.passes.placement.solvers.backend import (
 from cimsplit.passes.placement.solvers.cpsat.cuts import add_cim_idle_cuts, add_idle_chain_cut
 from cimsplit.passes.placement.solvers.cpsat.model import CpSatModel, add_hints, add_load_cuts, build_model
 
-__all__ = ["CpSatOptions", "CpSatRun", "solve_cpsat"]
+__all__ = ["CpSatOptions", "CpSatRun", "FewestCrossbars", "solve_cpsat", "solve_fewest_crossbars"]
 
 log = logging.getLogger(__name__)
 
@@ -329,3 +330,48 @@ def _solve_with_bound_worker(model: CpSatModel, main: cp_model.CpSolver, options
         if objective - bound <= gap_limit * max(1.0, abs(objective)):
             chosen_code = cp_model.OPTIMAL  # proven by the pair, as CP-SAT itself reports a gap-limit stop
     return chosen_code, chosen, bound if math.isfinite(bound) else 0.0, trace
+
+
+@dataclass(frozen=True)
+class FewestCrossbars:
+    """The outcome of :func:`solve_fewest_crossbars`."""
+
+    schedule: Schedule
+    """A schedule no longer (in model units) than the warm start, re-timed in real ns."""
+    used: int
+    """Its crossbars."""
+    proven: bool
+    """No schedule within that span uses fewer crossbars."""
+
+
+def solve_fewest_crossbars(problem: PlacementProblem, options: CpSatOptions, warm_start: Schedule) -> FewestCrossbars:
+    """Among the schedules whose span (in model units) is at most ``warm_start``'s, one with the
+    fewest crossbars on the CIM (the second phase of a front descent, :mod:`.segments`).
+
+    The model is :func:`_build`'s with T's domain capped at the warm start's floored span (every
+    row of it holds for every schedule with ``T <= UB``) and the crossbars used as the objective;
+    the warm start is its hint.  The schedule returned is the solver's placement and host order
+    re-timed in real ns, or the warm start when the solver found nothing better.
+    """
+    begin = time.perf_counter()
+    model = _build(problem, dataclasses.replace(options, plain=False), warm_start, 0.0)
+    cim_able = [v for v in range(problem.n) if model.capable[v] and problem.crossbars[v] > 0]
+    total = sum(problem.crossbars[v] for v in cim_able)
+    used = total - cp_model.LinearExpr.WeightedSum([model.x[v] for v in cim_able],
+                                                   [problem.crossbars[v] for v in cim_able])
+    model.m.ClearObjective()
+    model.m.Minimize(used)
+    warm_used = sum(problem.crossbars[v] for v in cim_able if not warm_start.on_host[v])
+    if model.hint is None or not cim_able:
+        return FewestCrossbars(warm_start, warm_used, not cim_able)
+    solver = cp_model.CpSolver()
+    _configure(solver, dataclasses.replace(options, mip_gap=0.0), options.threads,
+               max(0.05, options.time_limit_s - (time.perf_counter() - begin)))
+    code = solver.Solve(model.m)
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return FewestCrossbars(warm_start, warm_used, False)
+    schedule = _solution(model, solver)
+    found = int(round(solver.ObjectiveValue()))
+    if found >= warm_used:
+        return FewestCrossbars(warm_start, warm_used, code == cp_model.OPTIMAL)
+    return FewestCrossbars(schedule, found, code == cp_model.OPTIMAL)
