@@ -39,14 +39,16 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, solve_fewest_crossbars
 
-if TYPE_CHECKING:
-    from cimsplit.passes.placement.solvers.cpsat.segments import _Decomposition, _Key
+_Decomposition = Any
+"""A :class:`.segments._Decomposition` (not imported: segments imports this module)."""
+_Key = tuple[int, bool, bool]
+"""(segment, entry bottleneck on the host, exit bottleneck on the host)."""
 
 __all__ = ["descend", "host_floor", "useful_budgets"]
 

@@ -58,7 +58,7 @@ from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
-from cimsplit.passes.placement.solvers.cpsat.fronts import _Front, _Solve, descend
+from cimsplit.passes.placement.solvers.cpsat.fronts import _Front, _Key, _Solve, descend
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, solve_cpsat
 
 __all__ = ["Segments", "SegmentsRun", "chain_segments", "run_decomposition", "solve_by_segments",
@@ -238,8 +238,6 @@ def run_decomposition(kind: type[_Decomposition], problem: PlacementProblem, seg
     return SegmentsRun(incumbent, bound, solves, time.perf_counter() - begin, seg, trace)
 
 
-_Key = tuple[int, bool, bool]
-"""(segment, entry bottleneck on the host, exit bottleneck on the host)."""
 
 
 class _Decomposition:
