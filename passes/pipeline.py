@@ -49,6 +49,7 @@ from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PlacementResult
 from cimsplit.passes.placement.sliced_place import slicing_kinds
 from cimsplit.passes.placement.slicing import expanded_view
+from cimsplit.passes.placement.stream.compact import compact_stream
 from cimsplit.passes.placement.validate import validate
 from cimsplit.passes.rewrite.annotate import annotate, complete_placements, placements_from_schedule
 from cimsplit.passes.rewrite.slicing import slice_model
@@ -221,6 +222,8 @@ def _placement(options: CompileOptions) -> Stage:
 
     def run(costed: CostedModel) -> PlacedModel:
         result = place(costed.problem, solve)
+        if result.objective == "latency" and result.stream is not None:  # the frame `run --stream` executes
+            result = replace(result, stream=compact_stream(result.problem, result.stream))
         if costed.warnings:  # operators without a host latency: plan.json says so
             result = replace(result, warnings=(*costed.warnings, *result.warnings))
         loaded = costed.loaded

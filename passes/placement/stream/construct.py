@@ -33,14 +33,14 @@ from cimsplit.passes.placement.stream.tasks import BUS, HOST, PeriodicSchedule, 
 from cimsplit.passes.placement.stream.validate import replay_frames, validate_stream
 from cimsplit.passes.placement.validate import InternalError
 
-__all__ = ["bounded_heuristic", "modulo_schedule", "schedule_from_starts", "tighten"]
+__all__ = ["bounded_heuristic", "first_fit", "modulo_schedule", "schedule_from_starts", "stage_start", "tighten"]
 
 log = logging.getLogger(__name__)
 
 _SERIAL = (HOST, BUS)
 
 
-def _stage_start(ready: float, offset: float, period: float) -> float:
+def stage_start(ready: float, offset: float, period: float) -> float:
     """The smallest k * period + offset >= ready, k >= 0 (offset in [0, period))."""
     if period <= 0:
         return max(ready, offset)
@@ -59,7 +59,7 @@ def _packed_starts(specs: list[TaskSpec], period: float) -> list[float]:
         if spec.unit in cursor:
             offset = cursor[spec.unit]
             cursor[spec.unit] += spec.duration_ns
-            start.append(_stage_start(ready, offset, period))
+            start.append(stage_start(ready, offset, period))
         else:
             start.append(ready)
     return start
@@ -84,19 +84,26 @@ def _first_fit_starts(specs: list[TaskSpec], period: float) -> list[float] | Non
         if spec.unit not in busy or spec.duration_ns <= 0:
             start.append(ready)
             continue
-        table = busy[spec.unit]
-        r = ready % period
-        candidates = sorted({0.0, *((e - r) % period for _, e in table)})
-        chosen = next((ready + c for c in candidates if _free(table, ready + c, spec.duration_ns, period)), None)
+        chosen = first_fit(busy[spec.unit], ready, spec.duration_ns, period)
         if chosen is None:
             return None
         start.append(chosen)
-        b = chosen % period
-        if b + spec.duration_ns > period:
-            table += [(b, period), (0.0, b + spec.duration_ns - period)]
-        else:
-            table.append((b, b + spec.duration_ns))
     return start
+
+
+def first_fit(table: list[tuple[float, float]], ready: float, duration: float, period: float) -> float | None:
+    """The earliest start >= ``ready`` whose interval is free modulo ``period`` in ``table`` (then booked), or None."""
+    r = ready % period
+    candidates = sorted({0.0, *((e - r) % period for _, e in table)})
+    chosen = next((ready + c for c in candidates if _free(table, ready + c, duration, period)), None)
+    if chosen is None:
+        return None
+    b = chosen % period
+    if b + duration > period:
+        table += [(b, period), (0.0, b + duration - period)]
+    else:
+        table.append((b, b + duration))
+    return chosen
 
 
 def schedule_from_starts(problem: PlacementProblem, on_host: tuple[bool, ...], specs: list[TaskSpec],
@@ -140,9 +147,9 @@ def modulo_schedule(problem: PlacementProblem, on_host: tuple[bool, ...], period
     specs = task_graph(problem, tuple(on_host))
     options = [_packed_starts(specs, period_ns)]
     if period_ns > 0:
-        first_fit = _first_fit_starts(specs, period_ns)
-        if first_fit is not None:
-            options.append(first_fit)
+        fitted = _first_fit_starts(specs, period_ns)
+        if fitted is not None:
+            options.append(fitted)
     best: PeriodicSchedule | None = None
     for start in options:
         candidate = tighten(problem, schedule_from_starts(problem, on_host, specs, start, period_ns))

@@ -29,6 +29,7 @@ from cimsplit.passes.placement.solvers.backend import (
     get_backend,
 )
 from cimsplit.passes.placement.solvers.milp import MilpModel
+from cimsplit.passes.placement.stream.compact import compact_stream
 from cimsplit.passes.placement.stream.construct import (
     bounded_heuristic,
     modulo_schedule,
@@ -171,7 +172,7 @@ def place_throughput(problem: PlacementProblem, options: SolveOptions, baselines
     if period > outcome.objective_ns * (1 + _REL) + 1e-9:
         raise InternalError(f"{outcome.solver}: period {outcome.objective_ns:.6g} ns, but the placement needs "
                             f"{period:.6g} ns")
-    stream = modulo_schedule(problem, on_host, period)
+    stream = compact_stream(problem, modulo_schedule(problem, on_host, period))
     lower = min(outcome.bound_ns, period) if outcome.status == STATUS_OPTIMAL else max(outcome.bound_ns, 0.0)
     n_vars, n_rows, status, name = model.n_variables, model.n_constraints, outcome.status, outcome.solver
     if not _meets(stream, options):
