@@ -14,6 +14,9 @@ throughput plan (``compile --objective throughput``), then run each with
   (last - first finish) / (N - 1) is in the .json) against ``period_ns``,
   after one untimed pass of the same stream (onnxruntime's arena grows to hold
   the tensors of K frames in flight; a first stream faults in fresh memory);
+  ``--streams`` such streams one after the other, the median period reported
+  and their spread beside it (one stream of 50 frames varies by several % from
+  run to run on a 2-core machine);
 * ``--repeat`` single frames: the median measured latency against the modeled
   latency of one frame alone (the plan's schedule replayed earliest-start: the
   makespan of a latency plan; a throughput plan's stream schedule has gaps
@@ -30,7 +33,7 @@ With ``--measure-pieces N`` each plan is compiled with ``--measure-pieces
 with those costs and the ratios against them.
 
     .venv/bin/python bench/stream_timing.py [--models resnet18,resnet50,yolov5n]
-        [--crossbars 25,100] [--frames 50] [--repeat 10] [--time-limit 60] [--measure-pieces N]
+        [--crossbars 25,100] [--frames 50] [--streams 3] [--repeat 10] [--time-limit 60] [--measure-pieces N]
         [--out bench/results/stream_timing]
 """
 
@@ -84,8 +87,11 @@ def compile_plan(model: Path, out: Path, crossbars: int, objective: str, time_li
     return None if status == 0 else (err.getvalue().strip().splitlines() or [f"exit {status}"])[-1]
 
 
-def measure(out: Path, frames: int, repeat: int) -> dict[str, float | int | bool | None]:
-    """Timed runs of a compile directory: modeled and measured latency and period."""
+def measure(out: Path, frames: int, repeat: int, streams: int = 1) -> dict[str, float | int | bool | None]:
+    """Timed runs of a compile directory: modeled and measured latency and period.
+
+    ``streams`` streams of ``frames`` frames are run one after the other; the measured period is
+    their median (the run it comes from gives the other stream figures), their spread beside it."""
     with Session(out, cim_timing="modeled") as session:
         plan = session.manifest.plan
         rng = np.random.default_rng(0)
@@ -94,7 +100,9 @@ def measure(out: Path, frames: int, repeat: int) -> dict[str, float | int | bool
         session.measure_latency(feeds)  # warm-up: loads the pieces, fills onnxruntime's arena
         singles = [session.measure_latency(feeds) for _ in range(repeat)]
         latency = statistics.median(r.latencies_ns[0] for r in singles)
-        run = session.measure_stream([feeds] * frames, warm_up=True)
+        runs = [session.measure_stream([feeds] * frames, warm_up=(k == 0)) for k in range(max(1, streams))]
+        periods = sorted(r.period_ns for r in runs)
+        run = next(r for r in runs if r.period_ns == periods[(len(periods) - 1) // 2])  # the median (lower) run
         host = [t for t in run.tasks if t.resource == "host"]
         pieces = host_pieces_of(plan.report)
         # What these runs would have measured without preemption: the executor's rules, dry, on their
@@ -103,10 +111,12 @@ def measure(out: Path, frames: int, repeat: int) -> dict[str, float | int | bool
         cpu_period = session.predict("stream", frames, cpu_means([run])).period_ns
         measured_pieces = cpu_means([run])
         pieces_period, ops_period = stream_prediction(session, frames, pieces)
-        same = all(np.allclose(out[k], v, atol=1e-4, rtol=1e-3) for out in run.outputs for k, v in single.items())
+        same = all(np.allclose(out[k], v, atol=1e-4, rtol=1e-3) for r in runs for out in r.outputs
+                   for k, v in single.items())
         return {"modeled_latency_ns": session.timeline.makespan_ns, "measured_latency_ns": latency,
                 "stream_latency_ns": plan.stream.latency_ns if plan.stream else None,
                 "modeled_period_ns": plan.period_ns, "measured_period_ns": run.period_ns,
+                "measured_periods_ns": periods,
                 "measured_period_end_to_end_ns": run.period_end_to_end_ns,
                 "frames_in_flight": session.frames_in_flight, "outputs_equal": same,
                 "host_pieces": sum(1 for t in run.tasks if t.resource == "host" and t.frame == 0),
@@ -126,6 +136,11 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.3f}" if a and b else "n/a"
 
 
+def spread(values: list[float]) -> str:
+    """(max - min) / median in %."""
+    return f"{(values[-1] - values[0]) / values[(len(values) - 1) // 2] * 100:.0f}%" if len(values) > 1 else "-"
+
+
 def ms(ns: float | None) -> str:
     return f"{ns / 1e6:.3f}" if ns else "n/a"
 
@@ -136,6 +151,8 @@ def main() -> int:
     parser.add_argument("--crossbars", default="25,100")
     parser.add_argument("--frames", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--streams", type=int, default=3, help="streams of --frames frames per plan; P meas is "
+                        "their median (default 3)")
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--measure-pieces", type=int, default=0, metavar="N",
                         help="compile with --measure-pieces --measure-frames N and add the ratios against that "
@@ -154,7 +171,7 @@ def main() -> int:
         f"{os.cpu_count()} cpus, load average at start {load_average()}")
     say("x86, T_mvm 50 ns, host costs profiled on this machine now; times in ms; ratios measured/modeled")
     header = (f"{'model':<9} {'C':>4} {'plan':<10} {'P model':>9} {'improv':>7} {'P meas':>9} {'P ratio':>7} "
-              f"{'K':>2} {'L model':>9} {'L meas':>9} {'L ratio':>7} {'pieces':>6} {'host':>5} {'cpu':>5} {'same':>4}")
+              f"{'P rng':>5} {'K':>2} {'L model':>9} {'L meas':>9} {'L ratio':>7} {'pieces':>6} {'host':>5} {'cpu':>5} {'same':>4}")
     if args.measure_pieces:
         header += f" {'P pcs':>9} {'P ratio':>7} {'L pcs':>9} {'L ratio':>7} {'cpu pcs':>7} {'Pcpu r':>6} {'Lcpu r':>6} {'P ops N':>9} {'P ratio':>7}"
     say(header)
@@ -173,7 +190,7 @@ def main() -> int:
                         say(f"{name:<9} {crossbars:>4} {objective:<10} compile failed: {error}")
                         continue
                     row = {"model": name, "crossbars": crossbars, "objective": objective,
-                           **measure(out, args.frames, args.repeat), "load_average": load_average()}
+                           **measure(out, args.frames, args.repeat, args.streams), "load_average": load_average()}
                     periods[objective] = row["modeled_period_ns"]  # type: ignore[assignment]
                     improvement = ""
                     if objective == "throughput" and periods.get("latency") and row["modeled_period_ns"]:
@@ -182,6 +199,7 @@ def main() -> int:
                     rows.append(row)
                     say(f"{name:<9} {crossbars:>4} {objective:<10} {ms(row['modeled_period_ns']):>9} {improvement:>7} "  # type: ignore[arg-type]
                         f"{ms(row['measured_period_ns']):>9} {ratio(row['measured_period_ns'], row['modeled_period_ns']):>7} "  # type: ignore[arg-type]
+                        f"{spread(row['measured_periods_ns']):>5} "  # type: ignore[arg-type]
                         f"{row['frames_in_flight']:>2} {ms(row['modeled_latency_ns']):>9} {ms(row['measured_latency_ns']):>9} "  # type: ignore[arg-type]
                         f"{ratio(row['measured_latency_ns'], row['modeled_latency_ns']):>7} {row['host_pieces']:>6} "  # type: ignore[arg-type]
                         f"{row['host_wall_over_modeled']:>5.2f} {row['host_cpu_over_modeled']:>5.2f} "
@@ -194,7 +212,8 @@ def main() -> int:
                            if args.measure_pieces else ""))
     say(f"load average at end {load_average()}")
     say(f"P: stream period (measured over {args.frames} frames: spacing of the finishes of frames "
-        f"{args.frames // 10}..{args.frames - 1 - args.frames // 10}); L: one frame alone (median of {args.repeat}); K: frames in flight; "
+        f"{args.frames // 10}..{args.frames - 1 - args.frames // 10}; the median of {args.streams} such streams, "
+        "P rng their spread (max - min) / median); L: one frame alone (median of {args.repeat}); K: frames in flight; "
         "improv: throughput plan's P against the latency plan's; pieces: host runs per frame; host, cpu: the "
         "stream's host pieces, wall time and CPU time of the host thread (which neighbours' preemption does not "
         "inflate), over their modeled time; same: every frame's outputs equal the single-frame outputs"

@@ -148,8 +148,8 @@ def test_every_row_is_what_cimsplit_partition_gives_for_that_point(inputs, tmp_p
         # The sweep solves a model's budgets as one chain (larger budgets' bounds and schedules
         # in the model), so its model's size may differ from the point solved alone.
         assert row["solver"] == alone["solver"]["name"]
-        # The host is single-core: busy time never exceeds the makespan.
-        assert row["host_busy_ns"] <= row["makespan_ns"]
+        # The host is single-core: busy time never exceeds the makespan (two float sums of the same times).
+        assert row["host_busy_ns"] <= row["makespan_ns"] * (1 + 1e-12)
 
 
 def test_a_host_without_profile_fails_its_points_only(inputs, tmp_path, capsys) -> None:
