@@ -7,6 +7,7 @@ Hand-computed numbers on tiny sliced problems, and brute force (every mode, ever
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import replace
 
 import pytest
@@ -18,6 +19,7 @@ from cimsplit.passes.placement.problem import SliceOption
 from cimsplit.passes.placement.simulate import simulate
 from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_bound_ns, sliced_lower_bound_ns
 from cimsplit.passes.placement.sliced_place import whole_step_options
+from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
     augmented_sliced,
     solve_sliced_by_segments,
@@ -185,3 +187,43 @@ def test_the_whole_operator_step_gets_half_the_limit_when_a_sliced_step_follows(
     assert whole_step_options(one_conv(budget=1), options).time_limit_s == 20.0  # nothing fits: no sliced step
     result = place(one_conv(), options)  # and the answer is the sliced optimum (550, as computed above)
     assert (result.schedule.makespan_ns, result.solver.status) == (550.0, "optimal")
+
+
+def _random_sliced_schedule(problem: PlacementProblem, rng: random.Random):
+    """A random feasible schedule: a random mode per operator, moved to the host until the budget holds."""
+    on_host, slicing = [True] * problem.n, [WHOLE] * problem.n
+    for v in range(problem.n):
+        if problem.capable(v):
+            k = rng.randint(-2, len(problem.slicings[v]) - 1 if problem.slicings else -1)
+            on_host[v], slicing[v] = (k == -2, WHOLE) if k < 0 else (True, k)
+    for v in rng.sample(range(problem.n), problem.n):
+        if sliced_crossbars(problem, on_host, slicing) > problem.budget:
+            on_host[v], slicing[v] = True, WHOLE
+    expansion = expand(problem, on_host, slicing)
+    return parts_schedule(problem, expansion, simulate(expansion.problem, expansion.on_host), slicing)
+
+
+def test_the_sliced_decomposition_starts_from_its_warm_start_cut_into_segments():
+    """Each segment's front holds the warm start restricted to it, so before any solve the DP's best
+    composition is at most the warm start; from random warm starts the answer is still the optimum."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cimsplit.passes.placement.solvers.cpsat.sliced_segments import _SlicedDecomposition
+
+    rng = random.Random(3)
+    for seed in range(30):
+        problem = random_chained_sliced_problem(random.Random(5200 + seed))
+        warm = _random_sliced_schedule(problem, rng)
+        seg = split_sliced(problem)
+        with ThreadPoolExecutor(1) as pool:
+            dec = _SlicedDecomposition(problem, seg, 1e-6, 0, warm, time.perf_counter() + 10.0, pool)
+            value, path = dec.best(lower=False)
+            assert value <= warm.makespan_ns + 1e-9
+            if seg.exact:
+                assert dec.assemble(path).makespan_ns <= warm.makespan_ns + 1e-9
+        run = solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1, warm_start=warm)
+        optimum = brute_force_sliced(problem)
+        assert run.bound_ns <= optimum + 1e-9
+        assert run.schedule.makespan_ns <= warm.makespan_ns + 1e-9
+        if seg.exact:
+            assert run.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem

@@ -139,6 +139,7 @@ class _SlicedDecomposition(_Decomposition):
             return max(xbars + [o.crossbars for o in slicings[w] if o.crossbars <= self.budget])
 
         self.caps = [min(self.budget, sum(most(w) for w in members)) for members in self.seg.members]
+        self.enter_warm_start()
 
     def _modes(self, known: _Solve | None, index: list[int], h0: bool, h1: bool) -> tuple[list[bool], list[int]]:
         inner = index[1:-1]
@@ -150,7 +151,11 @@ class _SlicedDecomposition(_Decomposition):
         """A segment solve, warm-started from the best known solution that fits, else all on the host."""
         i, h0, h1 = key
         sub, index = _sliced_segment(self.seg, i, h0, h1, limit)
-        known = self.fronts[key].upper(limit)
+        warm = self._timed(sub, index, self.fronts[key].upper(limit), h0, h1)
+        return key, limit, seconds, sub, index, warm
+
+    def _timed(self, sub: PlacementProblem, index: list[int], known: _Solve | None, h0: bool, h1: bool) -> Schedule:
+        """``known``'s modes and host order (all whole on the host if ``None``) re-timed on the segment."""
         on_host, slicing = self._modes(known, index, h0, h1)
         expansion = expand(sub, on_host, slicing)
         where = {(index[v], r): j for j, (v, r) in enumerate(zip(expansion.owner, expansion.role))}
@@ -159,8 +164,39 @@ class _SlicedDecomposition(_Decomposition):
         last = len(expansion.owner) - 1
         order = ([0] if h0 else []) + order + ([last] if h1 else [])
         parts = simulate(expansion.problem, expansion.on_host, order)
-        warm = parts_schedule(sub, expansion, parts, slicing)
-        return key, limit, seconds, sub, index, warm
+        return parts_schedule(sub, expansion, parts, slicing)
+
+    def enter_warm_start(self) -> None:
+        """Enter the warm start, cut into its segments, as a solution of each front it belongs to.
+
+        Restricted to segment i, the warm start is a feasible segment schedule (the argument of the
+        module docstring) using its share of crossbars: an upper point F_i(share) <= its span, and
+        the hint of the first solves at budgets >= its share (instead of all on the host).  It
+        proves nothing (bound 0).
+        """
+        warm = self.warm_start
+        if warm is None:
+            return
+        n = self.problem.n
+        slicing = (WHOLE, *(warm.slicing or (WHOLE,) * n), WHOLE)  # augmented indices
+        on_host = (True, *warm.on_host, True)
+        expansion = expand(self.problem, warm.on_host, slicing[1:-1])
+        timed = warm.parts if warm.parts is not None else warm
+        order = [(expansion.owner[j] + 1, expansion.role[j]) for j in host_order_by_start(timed)]
+        for i, members in enumerate(self.seg.members):
+            key = (i, on_host[self.chain[i]], on_host[self.chain[i + 1]])
+            if not members or key not in self.fronts:
+                continue
+            inside = set(members)
+            share = sum(self.aug.slicings[w][slicing[w]].crossbars if slicing[w] != WHOLE
+                        else (0 if on_host[w] else self.aug.crossbars[w]) for w in members)
+            known = _Solve(limit=share, used=share, span_ns=0.0, bound_ns=0.0,
+                           on_host={w: on_host[w] for w in members},
+                           host_order=tuple(p for p in order if p[0] in inside), finished=False, seconds=0.0,
+                           slicing={w: slicing[w] for w in members if slicing[w] != WHOLE})
+            sub, index = _sliced_segment(self.seg, i, key[1], key[2], share)
+            span_ns = self._timed(sub, index, known, key[1], key[2]).makespan_ns
+            self.fronts[key].solves.append(replace(known, span_ns=span_ns))
 
     def run(self, job) -> _Solve | None:
         _, limit, seconds, sub, index, warm = job
