@@ -203,26 +203,29 @@ def _random_sliced_schedule(problem: PlacementProblem, rng: random.Random):
     return parts_schedule(problem, expansion, simulate(expansion.problem, expansion.on_host), slicing)
 
 
-def test_the_sliced_decomposition_starts_from_its_warm_start_cut_into_segments():
-    """Each segment's front holds the warm start restricted to it, so before any solve the DP's best
-    composition is at most the warm start; from random warm starts the answer is still the optimum."""
+def test_the_sliced_decomposition_starts_from_its_warm_start_and_cheap_bounds():
+    """Before any solve, each segment's front holds the warm start restricted to it (so the DP's best
+    composition is at most the warm start) and the segment's cheap bound at its cap (so the DP's
+    bound is positive and at most the optimum); from random warm starts the answer is the optimum."""
     from concurrent.futures import ThreadPoolExecutor
 
     from cimsplit.passes.placement.solvers.cpsat.sliced_segments import _SlicedDecomposition
 
     rng = random.Random(3)
-    for seed in range(30):
+    for seed in range(15):
         problem = random_chained_sliced_problem(random.Random(5200 + seed))
         warm = _random_sliced_schedule(problem, rng)
         seg = split_sliced(problem)
+        optimum = brute_force_sliced(problem)
         with ThreadPoolExecutor(1) as pool:
             dec = _SlicedDecomposition(problem, seg, 1e-6, 0, warm, time.perf_counter() + 10.0, pool)
             value, path = dec.best(lower=False)
             assert value <= warm.makespan_ns + 1e-9
             if seg.exact:
                 assert dec.assemble(path).makespan_ns <= warm.makespan_ns + 1e-9
+            lower, _ = dec.best(lower=True)
+            assert 0 < lower <= optimum + 1e-9
         run = solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1, warm_start=warm)
-        optimum = brute_force_sliced(problem)
         assert run.bound_ns <= optimum + 1e-9
         assert run.schedule.makespan_ns <= warm.makespan_ns + 1e-9
         if seg.exact:

@@ -23,6 +23,10 @@ by the sliced CP-SAT model (:func:`.sliced.solve_sliced`), and the lazy DP of
   part of v reads over it (``in_cim`` / ``in_host``).  Then the concatenation of
   optimal segment schedules, re-timed on the expansion, is optimal.
 
+Before any solve each front holds the warm start cut into its segments (an upper point and the
+first hints) and the segment's cheap bound at its cap (a lower bound the deadline cannot take
+away); :meth:`_SlicedDecomposition.enter_warm_start` and ``enter_cheap_bounds`` argue both.
+
 The augmented problem (:func:`augmented_sliced`) moves a sliced operator's
 graph-input read ``t_graph_in`` onto the edge from ``<start>`` (its CIM part pays it,
 its host part reads from the host and pays nothing) and needs nothing for outputs:
@@ -40,6 +44,7 @@ from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem, SliceOption
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
+from cimsplit.passes.placement.sliced_bound import sliced_lower_bound_ns
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.segments import (
     Segments,
@@ -57,6 +62,8 @@ from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced
 __all__ = ["augmented_sliced", "solve_sliced_by_segments", "split_sliced"]
 
 _ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
+_NO_SOLUTION = 2**62
+"""``used`` of a front entry that carries a bound only (more crossbars than any budget)."""
 
 
 def augmented_sliced(problem: PlacementProblem) -> PlacementProblem:
@@ -140,6 +147,7 @@ class _SlicedDecomposition(_Decomposition):
 
         self.caps = [min(self.budget, sum(most(w) for w in members)) for members in self.seg.members]
         self.enter_warm_start()
+        self.enter_cheap_bounds()
 
     def _modes(self, known: _Solve | None, index: list[int], h0: bool, h1: bool) -> tuple[list[bool], list[int]]:
         inner = index[1:-1]
@@ -197,6 +205,22 @@ class _SlicedDecomposition(_Decomposition):
             sub, index = _sliced_segment(self.seg, i, key[1], key[2], share)
             span_ns = self._timed(sub, index, known, key[1], key[2]).makespan_ns
             self.fronts[key].solves.append(replace(known, span_ns=span_ns))
+
+    def enter_cheap_bounds(self) -> None:
+        """Enter every front's cheap lower bound at its full budget, so that a segment the deadline
+        leaves unsolved still bounds the DP.
+
+        :func:`~cimsplit.passes.placement.sliced_bound.sliced_lower_bound_ns` of the segment problem
+        at the segment's cap is <= F_i(cap) <= F_i(b) for every b <= cap (F does not increase with
+        the budget): a proven bound at limit = cap.  It is entered as a solve without a solution
+        (infinite span on more crossbars than any budget: never an upper point, never a hint).
+        """
+        for key in self.keys:
+            i, h0, h1 = key
+            sub, _ = _sliced_segment(self.seg, i, h0, h1, self.caps[i])
+            self.fronts[key].solves.append(_Solve(
+                limit=self.caps[i], used=_NO_SOLUTION, span_ns=math.inf, bound_ns=sliced_lower_bound_ns(sub),
+                on_host={}, host_order=(), finished=False, seconds=0.0))
 
     def run(self, job) -> _Solve | None:
         _, limit, seconds, sub, index, warm = job
