@@ -30,7 +30,8 @@ import numpy as np
 
 from cimsplit.passes.placement.problem import PlacementProblem
 
-__all__ = ["critical_path_bound_ns", "host_load_bound_ns", "modes", "sliced_lower_bound_ns"]
+__all__ = ["critical_path_bound_ns", "host_load_bound_ns", "host_load_by_budget_ns", "modes",
+           "sliced_lower_bound_ns"]
 
 
 def modes(problem: PlacementProblem, v: int) -> list[tuple[float, int, float]]:
@@ -46,10 +47,17 @@ def modes(problem: PlacementProblem, v: int) -> list[tuple[float, int, float]]:
 
 
 def host_load_bound_ns(problem: PlacementProblem) -> float:
-    """The least total host time over mode choices within the budget (bound 1 of the module docstring).
+    """The least total host time over mode choices within the budget (bound 1 of the module docstring)."""
+    return host_load_by_budget_ns(problem)[-1]
+
+
+def host_load_by_budget_ns(problem: PlacementProblem) -> list[float]:
+    """Bound 1 at every budget c = 0..cap: the least total host time over mode choices (of the modes
+    that fit ``problem.budget``) using at most c crossbars; cap is the budget, or the most crossbars
+    the modes can use together (the value stays the same above it).
 
     DP over crossbars: ``best[c]`` is the least host time of the operators so far using at
-    most c crossbars; the budget is capped at the most crossbars the modes can use together.
+    most c crossbars.
     """
     table = [modes(problem, v) for v in range(problem.n)]
     cap = min(problem.budget, sum(max(x for _, x, _ in m) for m in table))
@@ -62,7 +70,7 @@ def host_load_bound_ns(problem: PlacementProblem) -> float:
                 shifted[xbars:] = best[:cap + 1 - xbars]
                 np.minimum(new, shifted + host_ns, out=new)
         best = new
-    return float(best[cap]) if problem.n else 0.0
+    return [float(b) for b in best]
 
 
 def critical_path_bound_ns(problem: PlacementProblem) -> float:

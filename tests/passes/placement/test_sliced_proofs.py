@@ -17,7 +17,12 @@ from _one_conv import KS, one_conv
 from cimsplit.passes.placement import PlacementProblem, SolveOptions, place
 from cimsplit.passes.placement.problem import SliceOption
 from cimsplit.passes.placement.simulate import simulate
-from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_bound_ns, sliced_lower_bound_ns
+from cimsplit.passes.placement.sliced_bound import (
+    critical_path_bound_ns,
+    host_load_bound_ns,
+    host_load_by_budget_ns,
+    sliced_lower_bound_ns,
+)
 from cimsplit.passes.placement.sliced_place import whole_step_options
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
@@ -48,6 +53,8 @@ def test_host_load_bound_is_a_knapsack_over_modes():
                          edges=(), budget=4, slicings=((ks,), ()))
     # a CIM + b host: 100 (3 crossbars); a KS + b CIM: 45 (4); both CIM: 6 crossbars, too many.
     assert host_load_bound_ns(p) == 45.0
+    # By budget: 0: both host 200; 1-2: a KS + b host 145; 3: one whole CIM 100; 4: a KS + b CIM 45.
+    assert host_load_by_budget_ns(p) == [200.0, 145.0, 145.0, 100.0, 45.0]
     assert critical_path_bound_ns(p) == 10.0  # a and b each at 10 on the CIM
     # The optimum: a sliced (host part 0..40, join 40..45; CIM part 0..20, back at 22), b on the CIM 0..10.
     assert place(p, SolveOptions()).schedule.makespan_ns == 45.0

@@ -24,8 +24,8 @@ by the sliced CP-SAT model (:func:`.sliced.solve_sliced`), and the lazy DP of
   optimal segment schedules, re-timed on the expansion, is optimal.
 
 Before any solve each front holds the warm start cut into its segments (an upper point and the
-first hints) and the segment's cheap bound at its cap (a lower bound the deadline cannot take
-away); :meth:`_SlicedDecomposition.enter_warm_start` and ``enter_cheap_bounds`` argue both.
+first hints) and the floor of the segment's cheap bounds at every budget (a lower bound the deadline
+cannot take away); :meth:`_SlicedDecomposition.enter_warm_start` and ``enter_cheap_bounds`` argue both.
 
 The augmented problem (:func:`augmented_sliced`) moves a sliced operator's
 graph-input read ``t_graph_in`` onto the edge from ``<start>`` (its CIM part pays it,
@@ -44,7 +44,7 @@ from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem, SliceOption
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
-from cimsplit.passes.placement.sliced_bound import sliced_lower_bound_ns
+from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_by_budget_ns
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.segments import (
     Segments,
@@ -62,8 +62,6 @@ from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced
 __all__ = ["augmented_sliced", "solve_sliced_by_segments", "split_sliced"]
 
 _ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
-_NO_SOLUTION = 2**62
-"""``used`` of a front entry that carries a bound only (more crossbars than any budget)."""
 
 
 def augmented_sliced(problem: PlacementProblem) -> PlacementProblem:
@@ -207,20 +205,22 @@ class _SlicedDecomposition(_Decomposition):
             self.fronts[key].solves.append(replace(known, span_ns=span_ns))
 
     def enter_cheap_bounds(self) -> None:
-        """Enter every front's cheap lower bound at its full budget, so that a segment the deadline
-        leaves unsolved still bounds the DP.
+        """Give every front the floor of the cheap bounds, so that a segment whose solves the deadline
+        cuts off still bounds the DP.
 
-        :func:`~cimsplit.passes.placement.sliced_bound.sliced_lower_bound_ns` of the segment problem
-        at the segment's cap is <= F_i(cap) <= F_i(b) for every b <= cap (F does not increase with
-        the budget): a proven bound at limit = cap.  It is entered as a solve without a solution
-        (infinite span on more crossbars than any budget: never an upper point, never a hint).
+        For the segment problem at its cap, :func:`~cimsplit.passes.placement.sliced_bound.host_load_by_budget_ns`
+        at c crossbars is the least host time of any segment schedule using at most c crossbars, and
+        every host task of the segment runs within its span (the argument of the module docstring),
+        so F_i(b) >= that at c = b; the critical path of shortest modes at the cap is <= F_i(cap) <=
+        F_i(b) for b <= cap (F does not increase with the budget).  ``floor[b]`` is their maximum.
         """
         for key in self.keys:
             i, h0, h1 = key
             sub, _ = _sliced_segment(self.seg, i, h0, h1, self.caps[i])
-            self.fronts[key].solves.append(_Solve(
-                limit=self.caps[i], used=_NO_SOLUTION, span_ns=math.inf, bound_ns=sliced_lower_bound_ns(sub),
-                on_host={}, host_order=(), finished=False, seconds=0.0))
+            path_ns = critical_path_bound_ns(sub)
+            loads = host_load_by_budget_ns(sub)
+            loads += [loads[-1]] * (self.caps[i] + 1 - len(loads))
+            self.fronts[key].floor = [max(load, path_ns) * (1.0 - 1e-12) for load in loads]  # float sums' rounding
 
     def run(self, job) -> _Solve | None:
         _, limit, seconds, sub, index, warm = job
