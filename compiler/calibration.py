@@ -46,6 +46,7 @@ from cimsplit.compiler.host_model import (
     operator_kind,
     plain_kind,
 )
+from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
 from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
@@ -267,6 +268,7 @@ def calibrate(
         "budget_s": budget_s, "elapsed_s": round(elapsed_s, 3), "grid_points": len(todo), "measured": len(samples),
         "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed,
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
+        "attribution": ATTRIBUTION_VERSION,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
 

@@ -19,6 +19,7 @@ import onnxruntime as ort
 
 from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, fused_activations, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
+from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
 from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.compiler.workload import Workload
 from cimsplit.errors import CimsplitError
@@ -118,6 +119,11 @@ def predicted_profile(loaded: _Loaded, host_model: HostModel, *, allow_unpredict
                 nodes[node] = dict(stats) if stats is not None else _stats(0.0)
         warnings.append(f"host latencies of {len(missing)} operator(s) of kind(s) {', '.join(kinds)} are not covered "
                         f"by host model {host_model.source!r}: profiled on this machine instead")
+    if host_model.level != "off" and host_model.campaign.get("attribution") != ATTRIBUTION_VERSION:
+        warnings.append(f"host model {host_model.source!r} was measured with another charging of onnxruntime's kernels "
+                        f"to nodes (attribution {host_model.campaign.get('attribution', 1)}, this cimsplit "
+                        f"{ATTRIBUTION_VERSION}): calibrate the board again")
+        log.warning("%s", warnings[-1])
     for op in loaded.workload.operators:
         if op.name in latencies:
             nodes[op.nodes[0]] = _stats(latencies[op.name], op.op_type)

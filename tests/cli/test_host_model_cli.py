@@ -22,6 +22,7 @@ from graphs import clean_cnn, save
 
 from cimsplit.cli import main
 from cimsplit.compiler.host_model import HostModel, KindFit
+from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
 from cimsplit.passes.sweep.store import read_results
 
 EXPECTED_NS = {"Conv": 8268.0, "Flatten": 356.0, "Gemm": 3560.0}
@@ -31,15 +32,16 @@ def _fit(kind: str, method: str, coefficients: tuple[float, ...]) -> KindFit:
     return KindFit(kind, method, coefficients, 10, 0.0, {method: 0.0}, {})
 
 
-def write_calibration(path: Path, *, ort_version: str = ort.__version__, kinds: tuple[str, ...] = ("Conv", "Relu", "Flatten", "Gemm")) -> Path:
+def write_calibration(path: Path, *, ort_version: str = ort.__version__, kinds: tuple[str, ...] = ("Conv", "Relu", "Flatten", "Gemm"),
+                      level: str = "off", campaign: dict | None = None) -> Path:
     fits = {
         "Conv": _fit("Conv", "relative-linear", (1000.0, 1.0, 0.0, 0.0, 0.0)),
         "Gemm": _fit("Gemm", "relative-linear", (1000.0, 1.0, 0.0, 0.0, 0.0)),
         "Relu": _fit("Relu", "relative-elements", (100.0, 0.0, 1.0)),
         "Flatten": _fit("Flatten", "relative-elements", (100.0, 0.0, 1.0)),
     }
-    model = HostModel(ort_version=ort_version, cpu="test board", machine={"machine": "test"}, threads=1, level="off",
-                      int8=False, fits={k: fits[k] for k in kinds}, campaign={"created": "2026-01-01T00:00:00Z"})
+    model = HostModel(ort_version=ort_version, cpu="test board", machine={"machine": "test"}, threads=1, level=level,
+                      int8=False, fits={k: fits[k] for k in kinds}, campaign=campaign or {"created": "2026-01-01T00:00:00Z"})
     model.save(path)
     return path
 
@@ -120,6 +122,17 @@ def test_allow_unpredicted_profiles_the_rest_here(tmp_path: Path, capsys) -> Non
     assert by_type["Conv"] == EXPECTED_NS["Conv"] and by_type["Gemm"] == EXPECTED_NS["Gemm"]
     assert costs["host_profile"]["unpredicted"] == [op["name"] for op in costs["operators"] if op["op_type"] == "Flatten"]
     assert "warning:" in captured.err and "Flatten" in captured.err
+
+
+def test_a_calibration_charged_by_another_kernel_attribution_warns(tmp_path: Path, capsys) -> None:
+    """Its samples were the kernels' times split another way (before attribution 2, by level-off weights)."""
+    model = save(clean_cnn(), tmp_path)
+    stale = write_calibration(tmp_path / "stale.json", level="all")
+    assert main(["costs", str(model), "--host-model", str(stale), "--json"]) == 0
+    assert "calibrate the board again" in capsys.readouterr().err
+    current = write_calibration(tmp_path / "current.json", level="all", campaign={"attribution": ATTRIBUTION_VERSION})
+    assert main(["costs", str(model), "--host-model", str(current), "--json"]) == 0
+    assert "calibrate the board again" not in capsys.readouterr().err
 
 
 def test_calibrate_refuses_an_existing_file(tmp_path: Path, capsys) -> None:

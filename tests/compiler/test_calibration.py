@@ -9,8 +9,11 @@ import onnx
 import pytest
 
 from cimsplit.compiler.calibration import ELEMENT_OPS, GridPoint, build_point, gemm_descriptors, grid, measured_operator
+from cimsplit.compiler.calibration_models import MEASURED_NODE
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_model import operator_features, operator_kind, plain_kind
+from cimsplit.compiler.kernel_attribution import attribute_kernels
+from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 
 ZOO_SHAPES = Path(__file__).with_name("zoo_gemm_shapes.json")
@@ -97,3 +100,13 @@ def test_conv_points_sit_between_pointwise_convs(tmp_path: Path, c_in: int, conv
     op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
     # 40 output channels, 3x3 over c_in channels, 9 x 9 output positions
     assert (op.m, op.n, op.n_mvm) == (40, 9 * c_in, 81)
+
+
+def test_the_measured_conv_is_charged_its_own_kernel_only(tmp_path: Path) -> None:
+    """Between its two neighbours (an NCHWc chain on x86), the measured conv's region is that conv alone."""
+    point = GridPoint("Conv", (("c_in", 16), ("c_out", 40), ("h", 18), ("k", 1), ("s", 1)))
+    onnx.save(build_point(point), tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    regions = attribute_kernels(loaded.model, optimized_model(loaded.model))
+    assert [region.nodes for region in regions if MEASURED_NODE in region.nodes] == [(MEASURED_NODE,)]
+    assert len(regions) == 3
