@@ -219,7 +219,7 @@ def run_decomposition(kind: type[_Decomposition], problem: PlacementProblem, seg
             return best[0].makespan_ns
 
         if descent and improve() - dec.best(lower=True)[0] > gap * best[0].makespan_ns:
-            descend(dec, improve, first)
+            descend(dec, improve, 4.0 * first)  # long enough for most to end: each is a step of the front
         while True:
             improve()
             incumbent = best[0]
