@@ -213,10 +213,10 @@ def main() -> int:
     say(f"load average at end {load_average()}")
     say(f"P: stream period (measured over {args.frames} frames: spacing of the finishes of frames "
         f"{args.frames // 10}..{args.frames - 1 - args.frames // 10}; the median of {args.streams} such streams, "
-        f"P rng their spread (max - min) / median); L: one frame alone (median of {args.repeat}); K: frames in flight; "
+        "P rng their spread (max - min) / median); L: one frame alone (median of {args.repeat}); K: frames in flight; "
         "improv: throughput plan's P against the latency plan's; pieces: host runs per frame; host, cpu: the "
-        "stream's host pieces, wall time of their kernels and CPU time of the host thread for them (kernel and the "
-        "executor's work around it; neighbours' preemption does not inflate it), over their modeled time; same: every frame's outputs equal the single-frame outputs"
+        "stream's host pieces, wall time and CPU time of the host thread (which neighbours' preemption does not "
+        "inflate), over their modeled time; same: every frame's outputs equal the single-frame outputs"
         + ("; P pcs, L pcs: the period and one frame's latency predicted with the host pieces measured at compile "
            f"(--measure-pieces, a stream of {args.measure_pieces} frames, 10 single frames) and the ratios against them; "
            "cpu pcs: the stream's host pieces' CPU time over their costs measured at compile; Pcpu r, Lcpu r: the "

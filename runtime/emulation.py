@@ -49,9 +49,7 @@ class EmulatedTask:
     modeled_ns: float
     """Its modeled duration."""
     cpu_ns: float = 0.0
-    """Host tasks: CPU time of the host thread for it (preemption by neighbours does not inflate it): its
-    kernel and the executor's own work since the piece before (choosing it, firing the CIM and bus
-    events its outputs release), which runs on the host's core too; the precise sleep's spin left out."""
+    """Host tasks: CPU time of the thread that ran it (preemption by neighbours does not inflate it)."""
 
 
 class ModeledCimKernel:

@@ -12,9 +12,7 @@ the per-operator costs say (``bench/results/host_pieces_diagnosis.txt``).
 
 :func:`measure_host_pieces` measures each piece where it runs: the CPU time
 of the host thread (``time.thread_time``, which a neighbour's preemption does
-not inflate) per call, with the executor's own work around it (choosing the
-piece, firing the CIM and bus events it releases: on a short period, 25 pieces
-and a hundred emulated tasks per frame cost the host's core 20-30 % of it): the median over ``repeat`` single frames (the latency
+not inflate) per call: the median over ``repeat`` single frames (the latency
 schedule's pieces) and the mean over a stream of ``frames`` frames (the stream
 schedule's pieces, with the plan's frames in flight; a period is a mean), each
 after an untimed warm-up pass.  The prediction is then the timed executor's

@@ -243,22 +243,21 @@ class TimedExecutor:
             self._frame_items(ev, f, k_frames, t0)
         self._bus_items(ev, bus, n, ahead, values, received, release)
 
-        mark = time.thread_time_ns()
         for f, hp in self._host_order(ev, n):
             ready = ev.latest(self._deps(f, hp))
-            spun = 0
             if dry:
                 start = max(ready, host_free)
                 cpu = host_ns[hp.piece.name]  # type: ignore[index]
                 host_free = finish = start + cpu
                 out = dict.fromkeys(hp.piece.outputs, _NOTHING)
             else:
-                spun = time.thread_time_ns()
                 start = sleep_until_ns(ready)
-                spun = time.thread_time_ns() - spun
+                cpu = time.thread_time_ns()
                 out = hp.kernel.run({t: values[f][t] for t in hp.piece.inputs})  # type: ignore[attr-defined]
                 finish = float(now_ns())
+                cpu = time.thread_time_ns() - cpu
             values[f].update((t, out[t]) for t in hp.piece.outputs)
+            host_tasks.append(EmulatedTask("host", hp.piece.name, f, ready, float(start), finish, hp.piece.duration_ns, cpu))
             for t in hp.piece.inputs:
                 release(f, t)
             for t in hp.piece.outputs:
@@ -267,9 +266,6 @@ class TimedExecutor:
             ev.settle()
             for t in hp.piece.outputs:
                 release(f, t)
-            if not dry:  # the host thread's CPU time since the last piece, but the precise sleep's spin
-                cpu, mark = time.thread_time_ns() - mark - spun, time.thread_time_ns()
-            host_tasks.append(EmulatedTask("host", hp.piece.name, f, ready, float(start), finish, hp.piece.duration_ns, cpu))
         ev.settle()
         missing = [f for f in range(n) if ("done", f) not in ev.time]
         if missing:
