@@ -213,7 +213,7 @@ def main() -> int:
     say(f"load average at end {load_average()}")
     say(f"P: stream period (measured over {args.frames} frames: spacing of the finishes of frames "
         f"{args.frames // 10}..{args.frames - 1 - args.frames // 10}; the median of {args.streams} such streams, "
-        "P rng their spread (max - min) / median); L: one frame alone (median of {args.repeat}); K: frames in flight; "
+        f"P rng their spread (max - min) / median); L: one frame alone (median of {args.repeat}); K: frames in flight; "
         "improv: throughput plan's P against the latency plan's; pieces: host runs per frame; host, cpu: the "
         "stream's host pieces, wall time and CPU time of the host thread (which neighbours' preemption does not "
         "inflate), over their modeled time; same: every frame's outputs equal the single-frame outputs"
