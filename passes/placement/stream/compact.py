@@ -31,7 +31,7 @@ import logging
 
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.stream.construct import first_fit, schedule_from_starts, stage_start, tighten
-from cimsplit.passes.placement.stream.tasks import BUS, HOST, PeriodicSchedule, TaskSpec
+from cimsplit.passes.placement.stream.tasks import BUS, HOST, PeriodicSchedule, TaskSpec, specs_of
 from cimsplit.passes.placement.stream.validate import validate_stream
 from cimsplit.passes.placement.validate import InternalError
 
@@ -90,39 +90,37 @@ def _wrapped(specs: list[TaskSpec], circle: list[int], period: float) -> list[in
 
 def _search(specs: list[TaskSpec], circle_unit: str, period: float, evaluations: int) -> list[float] | None:
     circle = [i for i, t in enumerate(specs) if t.unit == circle_unit and t.duration_ns > 0]
-    budget = [evaluations]
-
-    def score(order: list[int]) -> tuple[_Score, list[float]] | None:
-        budget[0] -= 1
-        return _frame(specs, _packed(specs, order), period)
-
     best: tuple[_Score, list[int], list[float]] | None = None
+    left = evaluations
+
+    def improves(order: list[int]) -> bool:
+        """Evaluate ``order``; keep it when its frame is the best so far."""
+        nonlocal best, left
+        left -= 1
+        found = _frame(specs, _packed(specs, order), period)
+        if found is None or (best is not None and found[0] >= best[0]):
+            return False
+        best = (found[0], order, found[1])
+        return True
+
+    def moved(order: list[int], a: int, b: int) -> list[int]:
+        out = order[:a] + order[a + 1:]
+        out.insert(b, order[a])
+        return out
+
     wrapped = _wrapped(specs, circle, period)
     for order in [circle, *(wrapped[r:] + wrapped[:r] for r in range(len(wrapped)))]:
-        if budget[0] <= 0:
+        if left <= 0:
             break
-        found = score(order)
-        if found is not None and (best is None or found[0] < best[0]):
-            best = (found[0], order, found[1])
-    if best is None:
-        return None
-    improved = True
-    while improved and budget[0] > 0:
-        improved = False
+        improves(order)
+    improved = best is not None
+    while improved and left > 0:  # first improvement, then start over from the new order
+        assert best is not None
         order = best[1]
-        for a in range(len(order)):
-            for b in range(max(0, a - WINDOW), min(len(order), a + WINDOW + 1)):
-                if a == b or budget[0] <= 0:
-                    continue
-                moved = order[:a] + order[a + 1:]
-                moved.insert(b, order[a])
-                found = score(moved)
-                if found is not None and found[0] < best[0]:
-                    best, improved = (found[0], moved, found[1]), True
-                    break
-            if improved:
-                break
-    return best[2]
+        pairs = ((a, b) for a in range(len(order))
+                 for b in range(max(0, a - WINDOW), min(len(order), a + WINDOW + 1)) if a != b)
+        improved = any(left > 0 and improves(moved(order, a, b)) for a, b in pairs)
+    return None if best is None else best[2]
 
 
 def compact_stream(problem: PlacementProblem, schedule: PeriodicSchedule,
@@ -131,7 +129,7 @@ def compact_stream(problem: PlacementProblem, schedule: PeriodicSchedule,
     period = schedule.period_ns
     if period <= 0 or schedule.frames_in_flight <= 1:
         return schedule
-    specs = [TaskSpec(t.name, t.kind, t.resource, t.unit, t.duration_ns, t.after, t.operator) for t in schedule.tasks]
+    specs = specs_of(schedule)
     load = {unit: sum(t.duration_ns for t in specs if t.unit == unit) for unit in (HOST, BUS)}
     starts = _search(specs, max((HOST, BUS), key=lambda u: load[u]), period, evaluations)
     if starts is None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.stream.tasks import BUS, HOST, PeriodicSchedule, TaskSpec, task_graph, with_starts
+from cimsplit.passes.placement.stream.tasks import BUS, HOST, PeriodicSchedule, TaskSpec, specs_of, task_graph, with_starts
 from cimsplit.passes.placement.stream.validate import replay_frames, validate_stream
 from cimsplit.passes.placement.validate import InternalError
 
@@ -131,7 +131,7 @@ def tighten(problem: PlacementProblem, schedule: PeriodicSchedule, frames: int =
         return schedule
     last = frames - 1
     frame = [s - last * period for s in start[last]]
-    specs = [TaskSpec(t.name, t.kind, t.resource, t.unit, t.duration_ns, t.after, t.operator) for t in schedule.tasks]
+    specs = specs_of(schedule)
     candidate = schedule_from_starts(problem, schedule.on_host, specs, frame, period)
     if candidate.latency_ns > schedule.latency_ns:
         return schedule

@@ -20,7 +20,7 @@ from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import PeriodicSchedule, StreamTask
 
 __all__ = ["HOST", "BUS", "CIM", "TaskSpec", "StreamTask", "PeriodicSchedule", "task_graph", "resource_bound_ns",
-           "with_starts"]
+           "specs_of", "with_starts"]
 
 HOST, BUS, CIM = "host", "bus", "cim"
 
@@ -92,6 +92,11 @@ def resource_bound_ns(tasks: list[TaskSpec]) -> float:
     bus = sum(t.duration_ns for t in tasks if t.unit == BUS)
     cim = max((t.duration_ns for t in tasks if t.resource == CIM), default=0.0)
     return max(host, bus, cim)
+
+
+def specs_of(schedule: PeriodicSchedule) -> list[TaskSpec]:
+    """The untimed tasks of ``schedule``'s frame (the inverse of :func:`with_starts`)."""
+    return [TaskSpec(t.name, t.kind, t.resource, t.unit, t.duration_ns, t.after, t.operator) for t in schedule.tasks]
 
 
 def with_starts(specs: list[TaskSpec], start_ns: list[float]) -> tuple[StreamTask, ...]:
