@@ -71,7 +71,7 @@ class ModeledCimSimulator(FunctionalCimSimulator):
     def __init__(self, durations_ns: Mapping[str, float], threads: int = 1, custom_op_libraries: Sequence[str] = ()) -> None:
         super().__init__(threads=threads, custom_op_libraries=custom_op_libraries)
         self.durations_ns = dict(durations_ns)
-        self.records: list[EmulatedTask] = []
+        self._log: list[tuple] = []
         self._busy_until: dict[str, float] = {}
 
     def load(self, model: onnx.ModelProto) -> ModeledCimKernel:
@@ -79,8 +79,13 @@ class ModeledCimSimulator(FunctionalCimSimulator):
 
     def reset(self) -> None:
         """Forget the units' busy times and the record (a new run)."""
-        self.records = []
+        self._log = []
         self._busy_until = {}
+
+    @property
+    def records(self) -> list[EmulatedTask]:
+        """Every step issued since :meth:`reset`."""
+        return [EmulatedTask(*record) for record in self._log]
 
     def issue(self, frame: int, step: Step, ready_ns: float) -> float:
         """Run ``step`` of ``frame`` on its unit once its inputs are there (``ready_ns``); returns its finish.
@@ -93,7 +98,7 @@ class ModeledCimSimulator(FunctionalCimSimulator):
         start = max(ready_ns, self._busy_until.get(step.operator, ready_ns))
         finish = start + duration
         self._busy_until[step.operator] = finish
-        self.records.append(EmulatedTask("cim", step.operator, frame, ready_ns, start, finish, duration))
+        self._log.append(("cim", step.operator, frame, ready_ns, start, finish, duration))
         return finish
 
 
@@ -102,7 +107,7 @@ class ModeledBus:
 
     def __init__(self, serial: bool) -> None:
         self.serial = serial
-        self.records: list[EmulatedTask] = []
+        self._log: list[tuple] = []
         self._busy_until = float("-inf")
 
     def issue(self, frame: int, name: str, ready_ns: float, latency_ns: float) -> float:
@@ -110,5 +115,10 @@ class ModeledBus:
         finish = start + latency_ns
         if self.serial:
             self._busy_until = finish
-        self.records.append(EmulatedTask("bus", name, frame, ready_ns, start, finish, latency_ns))
+        self._log.append(("bus", name, frame, ready_ns, start, finish, latency_ns))
         return finish
+
+    @property
+    def records(self) -> list[EmulatedTask]:
+        """Every transfer issued."""
+        return [EmulatedTask(*record) for record in self._log]
