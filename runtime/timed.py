@@ -280,15 +280,15 @@ class TimedExecutor:
             while pending:
                 _, f, i = pending[0]
                 deps = [f * size + d for d in self._pieces[i].deps]
-                k = 0
+                k: int | None = 0
                 if not ev.known(deps):
                     ev.settle()
-                    for k, (_, f, i) in enumerate(pending):
-                        deps = [f * size + d for d in self._pieces[i].deps]
-                        if ev.known(deps):
-                            break
-                    else:
+                    k = next((k for k, (_, f, i) in enumerate(pending)
+                              if ev.known([f * size + d for d in self._pieces[i].deps])), None)
+                    if k is None:
                         raise RuntimeError("the host has no piece it can run: the plan's partitions wait on each other")
+                    _, f, i = pending[k]
+                    deps = [f * size + d for d in self._pieces[i].deps]
                 del pending[k]
                 yield f, self._pieces[i], deps
             return
