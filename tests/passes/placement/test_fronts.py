@@ -47,6 +47,18 @@ def test_two_blocks_fronts_by_hand():
         assert sorted(s.limit for s in front.solves) == [0, 1, 2]
 
 
+def test_a_segment_larger_than_the_limit_keeps_its_floor_and_does_not_descend():
+    """Both blocks of two_blocks have 2 members: with ``largest=1`` neither descends, and each front
+    is its knapsack floor (80 - 40 per crossbar, 0 at two), a bound below the by-hand F = 80, 40, 12."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        dec = _Decomposition(two_blocks(budget=4), split_at_bottlenecks(two_blocks(budget=4)), 1e-6, 0, None,
+                             time.perf_counter() + 60.0, pool)
+        descend(dec, lambda: math.inf, 5.0, largest=1)
+    front = dec.fronts[(1, True, True)]
+    assert front.solves == []
+    assert [front.lower(b) for b in range(3)] == pytest.approx([80.0, 40.0, 0.0], abs=1e-9)
+
+
 def test_fewest_crossbars_keeps_the_span():
     """d (1 crossbar) runs 30 ns on the CIM (100 on the host) beside b (2 crossbars, 10 ns on the
     host, 2 on the CIM): span 30 with b on either device, so the second phase moves b to the host."""

@@ -15,11 +15,13 @@ from cimsplit.passes.placement.simulate import simulate
 from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, solve_cpsat, solve_staged
 from cimsplit.passes.placement.solvers.cpsat import model as cpsat_backend
 from cimsplit.passes.placement.solvers.cpsat.segments import (
+    LARGEST_SEGMENT,
     _segment_problem,
     augment,
     solve_by_segments,
     split_at_bottlenecks,
 )
+from cimsplit.passes.placement.solvers.cpsat.staged import LARGE_SHARE, decomposes
 from cimsplit.passes.placement.testing import random_problem
 
 
@@ -156,6 +158,30 @@ def test_segments_match_brute_force(chunk: int):
         if run.segments.exact:
             assert run.schedule.makespan_ns == pytest.approx(optimum, rel=1e-6), p
             assert run.bound_ns == pytest.approx(optimum, rel=1e-6), p
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_segments_without_the_descent_match_brute_force(chunk: int):
+    # No segment descends (largest_descent=0): the fronts are the knapsack floors and the first
+    # solves, refined by the lazy loop alone, as a detector's large tail is.
+    for p in CHAINS[chunk * 110:(chunk + 1) * 110:4]:
+        optimum = brute_force_optimum(p)
+        run = solve_by_segments(p, time_limit_s=20.0, threads=1, largest_descent=0)
+        assert run.bound_ns <= optimum * (1 + 1e-9) + 1e-9
+        assert run.schedule.makespan_ns >= optimum * (1 - 1e-9) - 1e-9
+        if run.segments.exact:
+            assert run.schedule.makespan_ns == pytest.approx(optimum, rel=1e-6), p
+            assert run.bound_ns == pytest.approx(optimum, rel=1e-6), p
+
+
+def test_the_decomposition_runs_when_large_segments_hold_at_most_half_the_operators():
+    # detector-250: an 84-operator tail (34 % of the operators) beside 29 small segments; a
+    # layered DAG of 100 operators is one segment; two_blocks has two small ones.
+    assert LARGE_SHARE == 0.5
+    detector = split_at_bottlenecks(random_problem(250, seed=0, style="detector"))
+    assert detector.largest == 84 > LARGEST_SEGMENT and decomposes(detector)
+    assert not decomposes(split_at_bottlenecks(random_problem(100, seed=0, style="layered")))
+    assert decomposes(split_at_bottlenecks(two_blocks()))
 
 
 @pytest.mark.parametrize("chunk", range(4))
