@@ -1,6 +1,11 @@
 """`cimsplit calibrate`: measure this board once, then compile any model for it with ``--host-model``.
 
     cimsplit calibrate -o board.json [--threads 1] [--int8] [--budget-s 300] [--runs 5] [--warmup 2] [--force]
+    cimsplit calibrate -o new.json --refit board.json
+
+``--refit`` measures nothing: it fits the samples an earlier calibration
+recorded with this cimsplit's predictors and writes them with that
+calibration's machine and campaign.
 
 Runs the micro-benchmark grid of :mod:`cimsplit.compiler.calibration` (one
 operator per model, profiled as ``cimsplit profile`` profiles) until the time
@@ -30,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget-s", type=float, default=300.0, metavar="SECONDS", help="time budget (default 300)")
     parser.add_argument("--runs", type=int, default=5, metavar="N", help="recorded runs per point (default 5)")
     parser.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up runs per point (default 2)")
+    parser.add_argument("--refit", metavar="CALIBRATION", default=None,
+                        help="fit the samples of an earlier calibration again with this cimsplit's predictors (no measuring)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -47,20 +54,27 @@ def run(args: argparse.Namespace) -> int:
         raise CimsplitError(f"{output} already exists", hint="pass --force to overwrite it")
     if args.runs < 1 or args.warmup < 0:
         raise CimsplitError("--runs must be at least 1 and --warmup zero or more")
-    with tqdm(total=int(args.budget_s), desc="calibrating", unit="s", disable=args.no_progress or None,
-              leave=False) as bar:
-        def progress(done: int, total: int, elapsed_s: float) -> None:
-            bar.n = min(int(elapsed_s), bar.total)
-            bar.set_postfix_str(f"point {done}/{total}")
-            bar.refresh()
+    if args.refit is not None:
+        from cimsplit.compiler.host_model import HostModel
 
-        model = calibrate(threads=args.threads, int8=args.int8, budget_s=args.budget_s, runs=args.runs,
-                          warmup=args.warmup, progress=progress)
+        model = HostModel.load(args.refit).refit()
+    else:
+        with tqdm(total=int(args.budget_s), desc="calibrating", unit="s", disable=args.no_progress or None,
+                  leave=False) as bar:
+            def progress(done: int, total: int, elapsed_s: float) -> None:
+                bar.n = min(int(elapsed_s), bar.total)
+                bar.set_postfix_str(f"point {done}/{total}")
+                bar.refresh()
+
+            model = calibrate(threads=args.threads, int8=args.int8, budget_s=args.budget_s, runs=args.runs,
+                              warmup=args.warmup, progress=progress)
     try:
         model.save(output)
     except OSError as exc:
         raise CimsplitError(f"cannot write {output}: {exc.strerror or exc}") from None
     campaign = model.campaign
+    if args.refit is not None:
+        print(f"refitted the {len(model.samples)} samples of {args.refit}")
     print(f"calibrated {campaign['measured']} of {campaign['grid_points']} points in {campaign['elapsed_s']:.0f} s "
           f"(budget {args.budget_s:g} s); cpu {model.cpu}, onnxruntime {model.ort_version}, {model.threads} thread(s), "
           f"level {model.level}")

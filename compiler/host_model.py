@@ -15,8 +15,12 @@ the activation element counts N_in, N_out (``compiler/im2col.py``).  A fused
 activation (Relu, Clip, SiLU's Sigmoid and Mul) adds its element-wise kind's
 prediction at N_out elements.
 
-Fitting methods (``METHODS``), chosen per kind by 5-fold cross-validated mean
-absolute percentage error on the calibration's own shapes:
+Fitting methods (``METHODS``, :mod:`cimsplit.compiler.host_regression`), chosen per
+kind by held-out mean absolute percentage error on the calibration's own
+samples: the worse of two schemes, whole shapes held out in 5 folds, and (GEMM
+kinds) one input-channel count held out at a time.  The zoo's channel counts
+(64 ... 2048) are none of the grid's and partly beyond them, so a fit must
+extrapolate in channels, which the second scheme asks of it:
 
 * ``pipeit``: Pipe-it's linear regression ``t = b0 + b1 N + b2 K + b3 M + b4 NK
   + b5 KM + b6 NM`` (N = N_mvm, K = N_v, M = M_v), ordinary least squares on
@@ -26,20 +30,36 @@ absolute percentage error on the calibration's own shapes:
   log-space fit weighs evenly (a 10 us and a 10 ms convolution count alike).
 * ``relative-linear``: ``t = b0 + b1 MACs + b2 N_in + b3 N_out + b4 weights``
   fitted on relative residuals (rows divided by t).
+* ``relative-regimes``: ``relative-linear`` with its own five coefficients for
+  each kernel path onnxruntime takes (pointwise 1x1, strided, image-reading:
+  :func:`conv_regimes`, read off the descriptors, so older calibrations refit).
+* ``log-cubic-regimes``: ``log t`` cubic in the four logs, plus the paths'
+  indicators and their own slopes in each log (depthwise convs, whose time
+  is far from linear in their work).
 * ``log-linear`` (non-GEMM kinds): ``log t`` linear in ``log N_in, log N_out``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from cimsplit.compiler.host_regression import (
+    METHODS,
+    channel_folds,
+    conv_regimes,
+    cross_validated_mape,
+    design_matrix,
+    evaluate,
+    mape,
+    shape_folds,
+    solve,
+    transfer_mape,
+)
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 from cimsplit.files import write_atomic
@@ -47,6 +67,7 @@ from cimsplit.files import write_atomic
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "METHODS", "KindFit", "HostModel", "Sample",
     "operator_kind", "operator_features", "fit_kind", "fit_samples", "design_matrix", "solve",
+    "conv_regimes", "shape_folds", "channel_folds", "cross_validated_mape", "transfer_mape",
 ]
 
 FORMAT = "cimsplit-host-model"
@@ -58,7 +79,6 @@ GEMM_FEATURES = ("m", "n", "n_mvm", "k", "n_in", "n_out")
 ELEMENT_FEATURES = ("n_in", "n_out")
 _QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 _FUSABLE = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Mul", "Add"})
-_FOLDS = 5
 
 
 @dataclass(frozen=True)
@@ -68,85 +88,6 @@ class Sample:
     kind: str
     features: Mapping[str, float]
     t_ns: float
-
-
-@dataclass(frozen=True)
-class _Method:
-    gemm: bool
-    """Applies to GEMM kinds (else to element-count kinds)."""
-    log_target: bool
-    weighted: bool
-    """Least squares on relative residuals (each row divided by its latency)."""
-    columns: Callable[[Mapping[str, float]], list[float]]
-
-
-def _gemm_logs(f: Mapping[str, float]) -> list[float]:
-    return [math.log(max(f[key], 1.0)) for key in ("m", "n", "n_mvm", "n_in")]
-
-
-def _log_quadratic(f: Mapping[str, float]) -> list[float]:
-    x = _gemm_logs(f)
-    return [1.0, *x, *(x[i] * x[j] for i in range(len(x)) for j in range(i, len(x)))]
-
-
-METHODS: dict[str, _Method] = {
-    "pipeit": _Method(True, False, False, lambda f: [
-        1.0, f["n_mvm"], f["n"], f["m"], f["n_mvm"] * f["n"], f["n"] * f["m"], f["n_mvm"] * f["m"]]),
-    "log-quadratic": _Method(True, True, False, _log_quadratic),
-    "relative-linear": _Method(True, False, True, lambda f: [
-        1.0, f["m"] * f["n"] * f["n_mvm"], f["n_in"], f["n_out"], f["m"] * f["n"]]),
-    "log-linear": _Method(False, True, False, lambda f: [
-        1.0, math.log(max(f["n_in"], 1.0)), math.log(max(f["n_out"], 1.0))]),
-    "relative-elements": _Method(False, False, True, lambda f: [1.0, f["n_in"], f["n_out"]]),
-}
-
-
-def design_matrix(method: str, features: Sequence[Mapping[str, float]]) -> np.ndarray:
-    """One row of ``method``'s columns per sample."""
-    return np.array([METHODS[method].columns(f) for f in features], dtype=float)
-
-
-def solve(method: str, features: Sequence[Mapping[str, float]], t_ns: Sequence[float]) -> np.ndarray:
-    """Least-squares coefficients of ``method`` (columns scaled to unit max for conditioning)."""
-    spec = METHODS[method]
-    x = design_matrix(method, features)
-    t = np.asarray(t_ns, dtype=float)
-    y = np.log(t) if spec.log_target else t.copy()
-    if spec.weighted:
-        x, y = x / t[:, None], y / t
-    scale = np.abs(x).max(axis=0)
-    scale[scale == 0] = 1.0
-    coefficients, *_ = np.linalg.lstsq(x / scale, y, rcond=None)
-    return coefficients / scale
-
-
-def evaluate(method: str, coefficients: Sequence[float], features: Mapping[str, float]) -> float:
-    """Predicted latency in ns (at least 1 ns)."""
-    spec = METHODS[method]
-    value = float(np.dot(spec.columns(features), coefficients))
-    if spec.log_target:
-        value = math.exp(min(value, 50.0))
-    return max(value, 1.0)
-
-
-def _mape(method: str, coefficients: np.ndarray, features: Sequence[Mapping[str, float]], t_ns: Sequence[float]) -> float:
-    errors = [abs(evaluate(method, coefficients, f) - t) / t for f, t in zip(features, t_ns)]
-    return float(np.mean(errors)) if errors else math.nan
-
-
-def cross_validated_mape(method: str, features: Sequence[Mapping[str, float]], t_ns: Sequence[float]) -> float | None:
-    """Mean absolute percentage error on held-out folds (sample i in fold i mod 5); None if too few samples."""
-    width = len(METHODS[method].columns(features[0]))
-    folds = min(_FOLDS, len(features))
-    if len(features) - math.ceil(len(features) / folds) < width + 1:
-        return None
-    errors: list[float] = []
-    for fold in range(folds):
-        train = [i for i in range(len(features)) if i % folds != fold]
-        test = [i for i in range(len(features)) if i % folds == fold]
-        coefficients = solve(method, [features[i] for i in train], [t_ns[i] for i in train])
-        errors.extend(abs(evaluate(method, coefficients, features[i]) - t_ns[i]) / t_ns[i] for i in test)
-    return float(np.mean(errors))
 
 
 @dataclass(frozen=True)
@@ -205,7 +146,7 @@ def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None
     names = [m for m in (methods or METHODS) if METHODS[m].gemm == gemm]
     features = [s.features for s in samples]
     t_ns = [s.t_ns for s in samples]
-    cv = {name: cross_validated_mape(name, features, t_ns) for name in names}
+    cv = {name: transfer_mape(name, features, t_ns) for name in names}
     scored = [name for name in names if cv[name] is not None]
     if scored:
         best = min(scored, key=lambda name: (cv[name], name))
@@ -218,15 +159,15 @@ def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None
     keys = GEMM_FEATURES if gemm else ELEMENT_FEATURES
     ranges = {key: (min(f[key] for f in features), max(f[key] for f in features)) for key in keys}
     return KindFit(kind, best, tuple(float(c) for c in coefficients), len(samples),
-                   _mape(best, coefficients, features, t_ns), cv, ranges)
+                   mape(best, coefficients, features, t_ns), cv, ranges)
 
 
-def fit_samples(samples: Sequence[Sample]) -> dict[str, KindFit]:
-    """One fit per kind present in ``samples`` (kinds in sorted order)."""
+def fit_samples(samples: Sequence[Sample], methods: Sequence[str] | None = None) -> dict[str, KindFit]:
+    """One fit per kind present in ``samples`` (kinds in sorted order), choosing among ``methods`` (default all)."""
     by_kind: dict[str, list[Sample]] = {}
     for sample in samples:
         by_kind.setdefault(sample.kind, []).append(sample)
-    fits = {kind: fit_kind(kind, by_kind[kind]) for kind in sorted(by_kind)}
+    fits = {kind: fit_kind(kind, by_kind[kind], methods) for kind in sorted(by_kind)}
     return {kind: fit for kind, fit in fits.items() if fit is not None}
 
 
@@ -289,6 +230,14 @@ class HostModel:
 
     def predict_kind_ns(self, kind: str, features: Mapping[str, float]) -> float:
         return self.fits[kind].predict_ns(features)
+
+    def refit(self) -> HostModel:
+        """This calibration with its recorded samples fitted again by this cimsplit's methods (measures nothing)."""
+        if not self.samples:
+            raise CimsplitError(f"host model {self.source!r} recorded no samples to fit again",
+                                hint="calibrate the board again (`cimsplit calibrate -o FILE`)")
+        campaign = dict(self.campaign, refitted_from=self.source)
+        return dataclasses.replace(self, fits=fit_samples(self.samples), campaign=campaign)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -21,7 +21,7 @@ import pytest
 from graphs import clean_cnn, save
 
 from cimsplit.cli import main
-from cimsplit.compiler.host_model import HostModel, KindFit
+from cimsplit.compiler.host_model import HostModel, KindFit, Sample
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
 from cimsplit.passes.sweep.store import read_results
 
@@ -140,6 +140,29 @@ def test_calibrate_refuses_an_existing_file(tmp_path: Path, capsys) -> None:
     board.write_text("{}")
     assert "already exists" in _error(capsys, ["calibrate", "-o", str(board)])
     assert board.read_text() == "{}"
+
+
+def test_refit_fits_the_recorded_samples_again_and_leaves_the_input_alone(tmp_path: Path, capsys) -> None:
+    # Relu samples timed at exactly 100 ns + 2 ns per element; the saved fit is deliberately wrong (0 ns).
+    samples = tuple(Sample("Relu", {"n_in": float(n), "n_out": float(n)}, 100.0 + 2.0 * n)
+                    for n in (1000, 2000, 5000, 9000, 20000, 40000, 70000, 100000, 200000, 400000))
+    wrong = KindFit("Relu", "relative-elements", (0.0, 0.0, 0.0), len(samples), 1.0, {"relative-elements": 1.0}, {})
+    old = tmp_path / "old.json"
+    HostModel(ort_version=ort.__version__, cpu="test board", machine={"machine": "test"}, threads=1, level="all", int8=False,
+              fits={"Relu": wrong}, samples=samples, campaign={"created": "2026-01-01T00:00:00Z", "measured": 10,
+                                                                "grid_points": 10, "elapsed_s": 1.0}).save(old)
+    before = old.read_bytes()
+    assert main(["calibrate", "-o", str(tmp_path / "new.json"), "--refit", str(old)]) == 0
+    assert "refitted the 10 samples" in capsys.readouterr().out
+    assert old.read_bytes() == before
+    new = HostModel.load(tmp_path / "new.json")
+    assert new.fits["Relu"].predict_ns({"n_in": 3000.0, "n_out": 3000.0}) == pytest.approx(6100.0, rel=1e-6)
+    assert new.campaign["refitted_from"] == str(old) and new.cpu == "test board" and new.samples == samples
+
+
+def test_refit_of_a_calibration_without_samples_is_an_error(tmp_path: Path, capsys) -> None:
+    board = write_calibration(tmp_path / "board.json")
+    assert "recorded no samples" in _error(capsys, ["calibrate", "-o", str(tmp_path / "new.json"), "--refit", str(board)])
 
 
 def test_a_sweep_predicts_host_latencies_from_a_calibration(tmp_path: Path, capsys) -> None:

@@ -9,15 +9,25 @@ import numpy as np
 import pytest
 
 from cimsplit.compiler.calibration import GridPoint, fitted_model, gemm_descriptors, grid
-from cimsplit.compiler.host_model import HostModel, KindFit, Sample, fit_kind, operator_kind, solve
+from cimsplit.compiler.host_model import (
+    HostModel,
+    KindFit,
+    Sample,
+    channel_folds,
+    conv_regimes,
+    fit_kind,
+    operator_kind,
+    shape_folds,
+    solve,
+)
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
 
-def _conv_features() -> list[dict[str, float]]:
-    """Descriptors of the first 60 float Conv grid points (n_in, n_out as the front end counts them)."""
+def _conv_features(count: int = 60) -> list[dict[str, float]]:
+    """Descriptors of the first ``count`` float Conv grid points (n_in, n_out as the front end counts them)."""
     features = []
-    for point in [p for p in grid() if p.kind == "Conv"][:60]:
+    for point in [p for p in grid() if p.kind == "Conv"][:count]:
         m, n, n_mvm = gemm_descriptors(point)
         c_in, h = point.get("c_in"), point.get("h")
         features.append({"m": m, "n": n, "n_mvm": n_mvm, "k": point.get("k"), "n_in": c_in * h * h, "n_out": m * n_mvm})
@@ -29,6 +39,48 @@ def test_relative_linear_recovers_its_coefficients() -> None:
     truth = np.array([5000.0, 0.2, 1.5, 0.5, 0.1])  # ns, ns/MAC, ns/input, ns/output, ns/weight
     t = [truth @ [1, f["m"] * f["n"] * f["n_mvm"], f["n_in"], f["n_out"], f["m"] * f["n"]] for f in features]
     np.testing.assert_allclose(solve("relative-linear", features, t), truth, rtol=1e-6)
+
+
+def test_conv_regimes_are_read_off_the_gemm_descriptors() -> None:
+    # 3x3 stride-2 conv, 40 -> 64 channels, 20x20 -> 10x10: N_v = 40*9, N_mvm = 100, N_in = 40*400;
+    # stride^2 = N_in k^2 / (N_v N_mvm) = 16000*9 / (360*100) = 4.
+    strided = {"m": 64, "n": 360, "n_mvm": 100, "k": 3, "n_in": 16000, "n_out": 6400}
+    assert conv_regimes(strided) == [0.0, 1.0, 0.0, 1.0, 0.0]  # not 1x1, strided, not the image, 40 % 16 != 0, 64 % 16 == 0
+    # 1x1 stride 1, 64 -> 24 at 14x14.
+    assert conv_regimes({"m": 24, "n": 64, "n_mvm": 196, "k": 1, "n_in": 64 * 196, "n_out": 24 * 196}) == [1.0, 0.0, 0.0, 0.0, 1.0]
+    # The stem: 7x7/2 from 3 channels, 224 -> 112.
+    assert conv_regimes({"m": 64, "n": 147, "n_mvm": 112 * 112, "k": 7, "n_in": 3 * 224 * 224, "n_out": 64 * 112 * 112})[:3] == [
+        0.0, 1.0, 1.0]
+    # Depthwise 3x3/2, 32 channels 112 -> 56: N_v = 9, N_mvm = 56*56*32, N_in = 32*112*112.
+    assert conv_regimes({"m": 32, "n": 9, "n_mvm": 56 * 56 * 32, "k": 3, "n_in": 32 * 112 * 112, "n_out": 32 * 56 * 56})[1] == 1.0
+
+
+def test_relative_regimes_recovers_a_cost_per_kernel_path() -> None:
+    features = _conv_features(300)
+    assert {tuple(conv_regimes(f)[:3]) for f in features} >= {(1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 0.0), (0.0, 1.0, 1.0)}
+    base = np.array([5000.0, 0.2, 1.5, 0.5, 0.1])  # ns, ns/MAC, ns/input, ns/output, ns/weight
+    pointwise = np.array([-1000.0, 0.1, 0.0, 0.0, 0.0])  # a 1x1 conv: 1000 ns less overhead, 0.3 ns/MAC
+    strided = np.array([0.0, 0.0, 1.0, 0.0, 0.0])
+    image = np.array([2000.0, 0.05, 0.0, 0.0, 0.0])
+    truth = np.concatenate([base, pointwise, strided, image])
+
+    def cost(f: dict[str, float]) -> float:
+        row = np.array([1, f["m"] * f["n"] * f["n_mvm"], f["n_in"], f["n_out"], f["m"] * f["n"]])
+        k1, s2, img = conv_regimes(f)[:3]
+        return float(row @ (base + k1 * pointwise + s2 * strided + img * image))
+
+    np.testing.assert_allclose(solve("relative-regimes", features, [cost(f) for f in features]), truth, rtol=1e-6, atol=1e-9)
+
+
+def test_held_out_folds_keep_a_shape_together_and_leave_channel_counts_out() -> None:
+    a = {"m": 64.0, "n": 360.0, "n_mvm": 100.0, "k": 3.0, "n_in": 16000.0, "n_out": 6400.0}
+    image = {"m": 64.0, "n": 27.0, "n_mvm": 100.0, "k": 3.0, "n_in": 1200.0, "n_out": 6400.0}
+    depthwise = {"m": 32.0, "n": 9.0, "n_mvm": 3200.0, "k": 3.0, "n_in": 12800.0, "n_out": 3200.0}
+    gemm = {"m": 10.0, "n": 700.0, "n_mvm": 3.0, "k": 1.0, "n_in": 2100.0, "n_out": 30.0}
+    folds = shape_folds([a, image, a, depthwise])
+    assert folds[0] == folds[2] and len(set(folds)) == 3
+    # C_in = N_v / k^2 = 40; the image (C_in 3) is never held out; depthwise by its channels; Gemm by N_v.
+    assert channel_folds([a, image, depthwise, gemm, {"n_in": 5.0, "n_out": 5.0}]) == [40, None, 32, 700, None]
 
 
 def test_pipeit_linear_recovers_its_coefficients() -> None:
