@@ -21,6 +21,9 @@ sliced operator: its CIM part's crossbars):
 4. Hence results can be made monotone: the best known schedule at C' >= C is
    never worse than the one at C -- a worse one is replaced by the smaller
    budget's schedule, re-validated at C'.
+5. The sliced bottleneck segments' problems do not depend on C (only their own
+   budget does): the chain's sliced steps share their segment solves
+   (:mod:`~cimsplit.passes.placement.solvers.cpsat.sliced_segments`, ``memo``).
 
 Order: budgets descending, so that each proof covers every budget down to the
 crossbars its schedule uses (fact 2) and each bound reaches every smaller budget
@@ -224,12 +227,13 @@ def solve_chain(problems: Sequence[PlacementProblem], options: SolveOptions,
         raise CimsplitError("a budget chain's problems must be equal except for the budget")
     points: dict[int, ChainPoint] = dict(known or {})
     streams: Streams = {}
+    memo: dict = {}  # sliced segment solves, shared by the budgets (fact 5)
     failures: list[tuple[int, Exception]] = []
     for i in sorted(range(len(problems)), key=lambda k: (-problems[k].budget, k)):
         if i in points:
             continue
         try:
-            point, result = _solve_point(problems[i], options, points, streams, place, place_sliced)
+            point, result = _solve_point(problems[i], options, points, streams, memo, place, place_sliced)
         except Exception as exc:  # noqa: BLE001 - the caller turns it into this point's error row
             failures.append((i, exc))
             continue
@@ -250,7 +254,7 @@ class ChainError(Exception):
 
 
 def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mapping[int, ChainPoint],
-                 streams: Streams, place, place_sliced) -> tuple[ChainPoint, PlacementResult]:
+                 streams: Streams, memo: dict, place, place_sliced) -> tuple[ChainPoint, PlacementResult]:
     """One budget's point and result.  Its ``time_s`` is what ``place`` reports for a solve (solver and
     heuristic, as in Table I) plus, for a reuse, the time to re-validate the reused schedule here."""
     from cimsplit.passes.placement.sliced_place import whole_step_options
@@ -289,7 +293,7 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
     if sliced_problem is None:
         final = whole
     else:  # as ``place`` does it: the sliced step gets what the whole-operator step (at most half) left
-        final = place_sliced(problem, options, whole, options.time_limit_s - (time.perf_counter() - begin))
+        final = place_sliced(problem, options, whole, options.time_limit_s - (time.perf_counter() - begin), memo)
     final_found = Found.of(final, budget)
     final_found = _with_bound(final_found, _bound(points, budget, sliced_problem is not None), options)
     reused = whole_found.budget if proven_whole is not None and not final_found.sliced else None

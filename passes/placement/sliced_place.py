@@ -78,9 +78,10 @@ def _gap(objective_ns: float, bound_ns: float) -> float:
 
 
 def place_sliced(problem: PlacementProblem, options: SolveOptions, whole: PlacementResult,
-                 time_left_s: float) -> PlacementResult:
+                 time_left_s: float, memo: dict | None = None) -> PlacementResult:
     """``whole`` (the result on ``problem`` without slicings) with the sliced problem's bound and status,
-    or a strictly better validated sliced result."""
+    or a strictly better validated sliced result.  ``memo``: a budget chain's shared segment solves
+    (:data:`~cimsplit.passes.placement.solvers.cpsat.sliced_segments.SegmentMemo`)."""
     from cimsplit.passes.placement.solvers.cpsat.sliced import gap_status
 
     sliced_problem = with_kinds(problem, slicing_kinds(options.slicing))
@@ -103,7 +104,7 @@ def place_sliced(problem: PlacementProblem, options: SolveOptions, whole: Placem
     from cimsplit.passes.placement.solvers.cpsat.sliced_staged import solve_sliced_staged  # ortools, lazily
 
     outcome, how = solve_sliced_staged(sliced_problem, replace(options, time_limit_s=max(time_left_s, 1.0)),
-                                       whole.schedule)
+                                       whole.schedule, memo)
     note = (f"slicing {options.slicing}: cpsat {outcome.status} ({how}; "
             f"{outcome.n_variables} variables, {outcome.n_constraints} constraints)")
     bound_ns = max(outcome.bound_ns, cheap_ns)

@@ -156,6 +156,32 @@ def test_sliced_decomposition_agrees_with_brute_force(half: int):
     assert exact >= 40 and several >= 25  # mostly exact, mostly several segments
 
 
+def test_segment_solves_shared_across_budgets_keep_every_budgets_optimum():
+    """One memo for a problem at its budget and every smaller one (a budget chain, largest first):
+    each run still agrees with the brute force where the decomposition is exact, bounds it always,
+    and a run again at a budget already solved asks CP-SAT nothing (every job answered)."""
+    shared = 0
+    for seed in range(20):
+        top = random_chained_sliced_problem(random.Random(9000 + seed))
+        memo: dict = {}
+        for budget in sorted({top.budget, top.budget // 2, 1, 0}, reverse=True):
+            problem = replace(top, budget=budget)
+            optimum = brute_force_sliced(problem)
+            before = sum(1 for solves in memo.values() for s in solves if s.seconds > 0)
+            shared += before > 0
+            run = solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1, memo=memo,
+                                           warm_start=simulate(problem, [True] * problem.n))
+            assert run.bound_ns <= optimum + 1e-9, problem
+            if split_sliced(problem).exact:
+                assert run.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
+        solves = sum(1 for solves in memo.values() for s in solves if s.seconds > 0)
+        again = solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1, memo=memo,
+                                         warm_start=simulate(problem, [True] * problem.n))
+        assert sum(1 for solves in memo.values() for s in solves if s.seconds > 0) == solves
+        assert again.bound_ns == run.bound_ns and again.schedule.makespan_ns == run.schedule.makespan_ns
+    assert shared >= 20  # the smaller budgets found solves of the larger ones
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(4))
 def test_sliced_decomposition_agrees_with_brute_force_400(chunk: int):

@@ -23,6 +23,16 @@ by the sliced CP-SAT model (:func:`.sliced.solve_sliced`), and the lazy DP of
   part of v reads over it (``in_cim`` / ``in_host``).  Then the concatenation of
   optimal segment schedules, re-timed on the expansion, is optimal.
 
+Solves shared across budgets (``memo``).  A segment problem depends on the crossbar budget only
+through its own budget field: its members, bottleneck devices, times, transfers and slicing options
+come from the augmented problem, which the points of a budget chain share.  So F_i, and every fact a
+solve states about it (a solve at limit L with bound lb: F_i(b) >= lb for b <= L; a schedule using u
+crossbars with span s: F_i(b) <= s for b >= u), is the same at every budget where the bottleneck
+chain cuts the same segment.  A :data:`SegmentMemo` keyed by the segment problem without its budget
+(and its index map) hands each decomposition of a chain the fronts the earlier ones built; a solve is
+skipped when one at the same limit already finished or had at least its time (it would state nothing
+new: the lazy loop asks for twice the longest try, so it still progresses).
+
 Before any solve each front holds the warm start cut into its segments (an upper point and the
 first hints) and the floor of the segment's cheap bounds at every budget (a lower bound the deadline
 cannot take away); :meth:`_SlicedDecomposition.enter_warm_start` and ``enter_cheap_bounds`` argue both.
@@ -39,6 +49,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from functools import partial
 
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem, SliceOption
@@ -59,7 +70,11 @@ from cimsplit.passes.placement.solvers.cpsat.segments import (
 )
 from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced
 
-__all__ = ["augmented_sliced", "solve_sliced_by_segments", "split_sliced"]
+__all__ = ["SegmentMemo", "augmented_sliced", "solve_sliced_by_segments", "split_sliced"]
+
+SegmentMemo = dict[tuple[PlacementProblem, tuple[int, ...]], list[_Solve]]
+"""Segment solves by segment problem (its budget set to 0) and index map, shared by the decompositions
+of one budget chain (module docstring)."""
 
 _ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
 
@@ -134,8 +149,12 @@ def _sliced_segment(seg: Segments, i: int, entry_host: bool, exit_host: bool, bu
 class _SlicedDecomposition(_Decomposition):
     """:class:`.segments._Decomposition` whose segment solves are sliced (modes and a host order of parts)."""
 
-    def __init__(self, *args) -> None:
+    def __init__(self, *args, memo: SegmentMemo | None = None) -> None:
         super().__init__(*args)
+        memo = {} if memo is None else memo
+        for key in self.keys:  # the front's solves are the memo's list: what this run adds, the next one sees
+            sub, index = _sliced_segment(self.seg, key[0], key[1], key[2], 0)
+            self.fronts[key].solves = memo.setdefault((sub, tuple(index)), [])
         aug = self.aug
         slicings = aug.slicings or ((),) * aug.n
 
@@ -222,6 +241,14 @@ class _SlicedDecomposition(_Decomposition):
             loads += [loads[-1]] * (self.caps[i] + 1 - len(loads))
             self.fronts[key].floor = [max(load, path_ns) * (1.0 - 1e-12) for load in loads]  # float sums' rounding
 
+    def solve_all(self, jobs: list) -> None:
+        """:meth:`.segments._Decomposition.solve_all` less the jobs an earlier solve at their limit
+        (this run's or the memo's) already answered: one that finished, or one given as much time."""
+        def answered(key: _Key, limit: int, seconds: float) -> bool:
+            return any(s.limit == limit and (s.finished or s.seconds >= seconds) for s in self.fronts[key].solves
+                       if s.seconds > 0)  # (the warm start's entry, seconds 0, is no solve)
+        super().solve_all([job for job in jobs if not answered(*job[:3])])
+
     def run(self, job) -> _Solve | None:
         _, limit, seconds, sub, index, warm = job
         left = self.deadline - time.perf_counter()
@@ -286,11 +313,13 @@ class _SlicedDecomposition(_Decomposition):
 
 
 def solve_sliced_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, gap: float = 1e-6,
-                             threads: int = 2, seed: int = 0, warm_start: Schedule | None = None) -> SegmentsRun:
+                             threads: int = 2, seed: int = 0, warm_start: Schedule | None = None,
+                             memo: SegmentMemo | None = None) -> SegmentsRun:
     """The sliced problem by the bottleneck decomposition (module docstring); a sliced CP-SAT model per segment.
 
-    ``warm_start`` (a feasible schedule, sliced or not) is the starting incumbent.
+    ``warm_start`` (a feasible schedule, sliced or not) is the starting incumbent; ``memo``: the solves
+    of the same segments at other budgets of a chain (read, and extended by this run).
     """
     seg = split_sliced(problem)
-    return run_decomposition(_SlicedDecomposition, problem, seg, time_limit_s=time_limit_s, gap=gap, threads=threads,
+    return run_decomposition(partial(_SlicedDecomposition, memo=memo), problem, seg, time_limit_s=time_limit_s, gap=gap, threads=threads,
                              seed=seed, warm_start=warm_start)

@@ -36,7 +36,11 @@ from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start
 from cimsplit.passes.placement.solvers.cpsat.sliced import SlicedOutcome, gap_status, solve_sliced
-from cimsplit.passes.placement.solvers.cpsat.sliced_segments import solve_sliced_by_segments, split_sliced
+from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
+    SegmentMemo,
+    solve_sliced_by_segments,
+    split_sliced,
+)
 from cimsplit.passes.placement.solvers.cpsat.staged import LARGEST_SEGMENT
 
 __all__ = ["solve_sliced_staged"]
@@ -49,10 +53,11 @@ def _order(schedule: Schedule) -> tuple[int, ...]:
     return tuple(host_order_by_start(schedule.parts if schedule.parts is not None else schedule))
 
 
-def solve_sliced_staged(problem: PlacementProblem, options: SolveOptions, warm_start: Schedule
-                        ) -> tuple[SlicedOutcome, str]:
+def solve_sliced_staged(problem: PlacementProblem, options: SolveOptions, warm_start: Schedule,
+                        memo: SegmentMemo | None = None) -> tuple[SlicedOutcome, str]:
     """The stages above within ``options.time_limit_s``; the outcome (times from the call) and a line
-    naming the stages that ran."""
+    naming the stages that ran.  ``memo``: segment solves shared with the other budgets of a chain
+    (:mod:`.sliced_segments`)."""
     begin = time.perf_counter()
     limit_s = options.time_limit_s
 
@@ -74,7 +79,8 @@ def solve_sliced_staged(problem: PlacementProblem, options: SolveOptions, warm_s
                          only.finished), "sliced model")
     best, order, stages, size = warm_start, _order(warm_start), [], (0, 0)
     parts = solve_sliced_by_segments(problem, time_limit_s=limit_s - clock(), gap=options.effective_mip_gap,
-                                     threads=options.threads or 1, seed=options.seed, warm_start=warm_start)
+                                     threads=options.threads or 1, seed=options.seed, warm_start=warm_start,
+                                     memo=memo)
     if parts.schedule.makespan_ns <= best.makespan_ns:
         best, order = parts.schedule, _order(parts.schedule)
     bound = parts.bound_ns
