@@ -258,6 +258,7 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
     """One budget's point and result.  Its ``time_s`` is what ``place`` reports for a solve (solver and
     heuristic, as in Table I) plus, for a reuse, the time to re-validate the reused schedule here."""
     from cimsplit.passes.placement.sliced_place import whole_step_options
+    from cimsplit.passes.placement.stream.driver import latency_plan_stream
 
     begin = time.perf_counter()
     budget = problem.budget
@@ -277,7 +278,8 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
     if proven_whole is not None:  # fact 2 on the whole-operator step
         whole_found = proven_whole
         whole = chain_result(stripped, proven_whole, options, 0.0,
-                             f"reused the proven whole-operator schedule of budget {proven_whole.budget}", streams)
+                             f"reused the proven whole-operator schedule of budget {proven_whole.budget}",
+                             with_stream=False)
         whole = replace(whole, solver=replace(whole.solver, time_s=time.perf_counter() - begin))
     else:
         lower = _bound(points, budget, sliced=False)  # fact 3
@@ -288,7 +290,7 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
             best = min(fits, key=lambda f: (f.makespan_ns, f.budget))
             incumbent = chain_result(stripped, best, options, 0.0, with_stream=False).schedule
         whole = place(stripped, replace(whole_step_options(problem, options), lower_bound_ns=lower),
-                      incumbent=incumbent)
+                      incumbent=incumbent, stream=False)
         whole_found = Found.of(whole, budget)
     if sliced_problem is None:
         final = whole
@@ -299,8 +301,10 @@ def _solve_point(problem: PlacementProblem, options: SolveOptions, points: Mappi
     reused = whole_found.budget if proven_whole is not None and not final_found.sliced else None
     if reused is not None:
         final_found = replace(final_found, budget=reused)
-    if final.stream is not None:
-        streams.setdefault(final.schedule.on_host, final.stream)
+    if final.schedule is whole.schedule:  # the whole-operator schedule is kept: its stream (a sliced one has none)
+        if final.schedule.on_host not in streams:
+            streams[final.schedule.on_host] = latency_plan_stream(final.problem, final.schedule.on_host)
+        final = replace(final, stream=streams[final.schedule.on_host])
     status, gap = _status(final.schedule.makespan_ns, final_found.bound_ns, options, final_found.status)
     result = replace(final, solver=replace(final.solver, bound_ns=final_found.bound_ns, status=status, gap=gap))
     return ChainPoint(budget, whole_found, final_found, 0.0, reused), result

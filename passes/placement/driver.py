@@ -173,7 +173,7 @@ def _described(name: str) -> str:
 
 
 def place(problem: PlacementProblem, options: SolveOptions = SolveOptions(),  # noqa: B008 (frozen)
-          *, incumbent: Schedule | None = None) -> PlacementResult:
+          *, incumbent: Schedule | None = None, stream: bool = True) -> PlacementResult:
     """Place every operator on the host or the CIM with minimal makespan (section IV-B).
 
     ``options.solver``: ``auto`` (see :func:`auto_candidates`: CP-SAT on branchy graphs,
@@ -198,6 +198,8 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions(),  # 
     budget); re-validated on ``problem``, it is the warm start when it beats the baselines and the
     heuristic.  ``options.lower_bound_ns``: a proven lower bound from elsewhere, a row of the
     model; the result's bound is at least this (and a solve whose gap it closes is optimal).
+    ``stream=False`` leaves a latency result's ``stream`` out (None): a caller that may discard the
+    schedule (the whole-operator step before slicing) computes it for the schedule it keeps.
 
     Slicing (TSO): when ``problem`` has slicing options, the whole-operator problem is
     solved first (as above, the options stripped; within half the limit when a sliced step
@@ -211,9 +213,12 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions(),  # 
         if options.objective != "latency":  # the stream model has no sliced parts: slicing is for latency
             return place(stripped, options, incumbent=incumbent)
         begin = time.perf_counter()
-        whole = place(stripped, whole_step_options(problem, options), incumbent=incumbent)
+        whole = place(stripped, whole_step_options(problem, options), incumbent=incumbent, stream=False)
         left_s = options.time_limit_s - (time.perf_counter() - begin)
-        return place_sliced(problem, options, whole, left_s)
+        final = place_sliced(problem, options, whole, left_s)
+        if stream and final.schedule is whole.schedule:  # a sliced plan has no stream (its parts are not modeled)
+            final = replace(final, stream=latency_plan_stream(final.problem, final.schedule.on_host))
+        return final
     _check_arguments(problem, options)
     check_stream_options(options)
     baselines = _validated_baselines(problem)
@@ -261,7 +266,7 @@ def place(problem: PlacementProblem, options: SolveOptions = SolveOptions(),  # 
     for text in warnings:
         log.info("%s", text)  # returned in result.warnings; the CLI prints them
     return PlacementResult(problem, schedule, stats, baselines, tuple(warnings),
-                           stream=latency_plan_stream(problem, schedule.on_host))
+                           stream=latency_plan_stream(problem, schedule.on_host) if stream else None)
 
 
 def _validated_baselines(problem: PlacementProblem) -> dict[str, Schedule]:
