@@ -33,8 +33,11 @@ every edge by :func:`simulate` (an upper bound).
 F_i(b) is the shortest span with at most b crossbars on the CIM.  It is
 computed by CP-SAT, from solves per segment and bottleneck devices at
 the segment's full budget, at none and at the warm start's share; then (whole
-operators) by the parametric descent of :mod:`.fronts`, about one solve pair per
-Pareto point of F_i over the budgets the DP can use; then lazily: the DP over
+operators, segments of at most :data:`LARGEST_SEGMENT` operators) by the parametric
+descent of :mod:`.fronts`, about one solve pair per Pareto point of F_i over the
+budgets the DP can use (larger segments keep the knapsack floor of
+:func:`.fronts.host_floor`, a proven F_i(b) >= host time left after b crossbars'
+worth of operators leave the host); then lazily: the DP over
 lower bounds picks a
 crossbar allocation; every segment on it whose bound is not yet tight at that
 allocation is solved (to optimality if time allows) with its crossbar budget
