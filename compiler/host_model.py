@@ -33,6 +33,11 @@ extrapolate in channels, which the second scheme asks of it:
 * ``relative-regimes``: ``relative-linear`` with its own five coefficients for
   each kernel path onnxruntime takes (pointwise 1x1, strided, image-reading:
   :func:`conv_regimes`, read off the descriptors, so older calibrations refit).
+* ``relative-nchwc8`` / ``relative-nchwc16``: ``relative-regimes`` with the
+  MACs counted on channels padded to onnxruntime's NCHWc blocks of 8 (AVX2)
+  or 16 (AVX-512) channels (a 40-channel conv runs as 48 on AVX-512); the
+  grid's channel counts (40, 88, 344, 680) tell the two apart, so the held-out
+  error picks the board's block.
 * ``log-cubic-regimes``: ``log t`` cubic in the four logs, plus the paths'
   indicators and their own slopes in each log (depthwise convs, whose time
   is far from linear in their work).
@@ -50,6 +55,7 @@ from typing import Any
 
 from cimsplit.compiler.host_regression import (
     METHODS,
+    blocked_macs,
     channel_folds,
     conv_regimes,
     cross_validated_mape,
@@ -67,7 +73,7 @@ from cimsplit.files import write_atomic
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "METHODS", "KindFit", "HostModel", "Sample",
     "operator_kind", "operator_features", "fit_kind", "fit_samples", "design_matrix", "solve",
-    "conv_regimes", "shape_folds", "channel_folds", "cross_validated_mape", "transfer_mape",
+    "blocked_macs", "conv_regimes", "shape_folds", "channel_folds", "cross_validated_mape", "transfer_mape",
 ]
 
 FORMAT = "cimsplit-host-model"

@@ -13,6 +13,7 @@ from cimsplit.compiler.host_model import (
     HostModel,
     KindFit,
     Sample,
+    blocked_macs,
     channel_folds,
     conv_regimes,
     fit_kind,
@@ -166,3 +167,25 @@ def test_kind_fit_dict_round_trip() -> None:
     fit = KindFit("Relu", "relative-elements", (100.0, 0.0, 1.0), 3, 0.0, {"log-linear": None}, {"n_in": (1.0, 2.0)})
     assert KindFit.from_dict("Relu", json.loads(json.dumps(fit.to_dict()))) == fit
     assert GridPoint("Relu", (("c", 16), ("h", 10))).get("h") == 10
+
+
+def test_blocked_macs_pad_channels_to_whole_nchwc_blocks() -> None:
+    # 3x3 conv 40 -> 88 channels, 10x10 out: on 16-channel blocks it runs 48 -> 96: 96*48*9*100 MACs; on 8, as is.
+    f = {"m": 88.0, "n": 360.0, "n_mvm": 100.0, "k": 3.0, "n_in": 4000.0, "n_out": 8800.0}
+    assert blocked_macs(f, 16) == 96 * 48 * 9 * 100
+    assert blocked_macs(f, 8) == 88 * 40 * 9 * 100
+    # The image (3 channels) is not blocked; depthwise 3x3 on 40 channels, 10x10 out: 48 * 9 * 100.
+    assert blocked_macs({"m": 40.0, "n": 27.0, "n_mvm": 100.0, "k": 3.0, "n_in": 300.0, "n_out": 4000.0}, 16) == 48 * 27 * 100
+    assert blocked_macs({"m": 40.0, "n": 9.0, "n_mvm": 4000.0, "k": 3.0, "n_in": 4000.0, "n_out": 4000.0}, 16) == 48 * 9 * 100
+
+
+def test_the_held_out_error_picks_the_block_the_timings_were_made_with() -> None:
+    features = _conv_features(300)
+
+    def cost(f: dict[str, float]) -> float:  # 5 us + 0.2 ns per MAC on 16-channel blocks
+        return 5000.0 + 0.2 * blocked_macs(f, 16)
+
+    fit = fit_kind("Conv", [Sample("Conv", f, cost(f)) for f in features],
+                   methods=["relative-linear", "relative-nchwc8", "relative-nchwc16"])
+    assert fit is not None and fit.method == "relative-nchwc16"
+    assert fit.cv_mape["relative-nchwc16"] < 1e-9 < fit.cv_mape["relative-nchwc8"]
