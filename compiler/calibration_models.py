@@ -3,7 +3,9 @@
 A conv (unless it reads an image) or a depthwise conv sits between two pointwise
 convs, so onnxruntime keeps its blocked layout across it; an int8 element-wise
 op follows a conv (the quantizer leaves one that reads the float graph input
-unquantized); binary ops and Concat read two tensors.  :func:`keep_int8` adds
+unquantized); binary ops and Concat read two tensors; a float Concat joins two convs' outputs
+and feeds a conv (onnxruntime runs it on their blocked layout); a Reshape or
+Flatten is read by a Relu (a view in a network, a copy as the graph's output).  :func:`keep_int8` adds
 the fork after which onnxruntime keeps a quantized side int8 (the ``-s8in`` /
 ``-s8out`` / ``-s8`` kernel kinds).
 """
@@ -43,6 +45,10 @@ SECOND_INPUT = "x2"
 """The second operand of a binary or Concat point, a graph input shaped like ``x``."""
 MEASURED_INPUT = "x_measured"
 """The measured operator's input when it is not the graph input ``x``."""
+BLOCKED_SECOND = "x_measured_2"
+"""The second operand of a float Concat point, another conv's output."""
+VIEWS = frozenset({"Reshape", "Flatten"})
+"""Ops that only relabel their input's shape: measured with a reader, not as the graph's output."""
 MEASURED_NODE = "calibration_measured"
 """The measured node's name when its neighbours are of its own kind (a Conv between convs)."""
 IMAGE_CHANNELS = 3
@@ -111,6 +117,21 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                                       kernel_shape=[1, 1])]
             more, outputs = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT)
             nodes += more
+        elif kind == "Concat":
+            # Between pointwise convs, as in a CNN's blocks: onnxruntime concatenates the convs' blocked
+            # NCHWc outputs, which costs about twice a Concat of two plain graph inputs.
+            x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
+            nodes = [helper.make_node("Conv", ["x", const(f"w_in{i}", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))], [name],
+                                      kernel_shape=[1, 1]) for i, name in enumerate((MEASURED_INPUT, BLOCKED_SECOND))]
+            nodes += [helper.make_node("Concat", [MEASURED_INPUT, BLOCKED_SECOND], ["t"], axis=1),
+                      helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, 2 * c, 1, 1)))], ["y"],
+                                       kernel_shape=[1, 1])]
+        elif kind in VIEWS:
+            # Read by another op, as in a network: onnxruntime then hands the input's buffer on (a
+            # view); as the graph's output it would copy it.
+            more, _ = _element_nodes(kind, point.variant, c, h, const, "x")
+            more[-1].output[0] = "t"
+            nodes = [*more, helper.make_node("Relu", ["t"], ["y"])]
         else:
             nodes, outputs = _element_nodes(kind, point.variant, c, h, const, "x")
     shapes = {"x": x_shape, SECOND_INPUT: x2_shape}

@@ -102,6 +102,25 @@ def test_conv_points_sit_between_pointwise_convs(tmp_path: Path, c_in: int, conv
     assert (op.m, op.n, op.n_mvm) == (40, 9 * c_in, 81)
 
 
+@pytest.mark.parametrize(("kind", "op_types", "n_in"), [
+    # Concat of two 1x1 convs' outputs (2 x 16 x 10 x 10 elements in), read by a 1x1 conv: blocked, as in a CNN.
+    ("Concat", ["Conv", "Conv", "Concat", "Conv"], 2 * 16 * 100),
+    # A view read by a Relu (onnxruntime hands its buffer on); as the graph's output it would be copied.
+    ("Reshape", ["Reshape", "Relu"], 16 * 100),
+    ("Flatten", ["Flatten", "Relu"], 16 * 100),
+])
+def test_concat_and_view_points_sit_in_their_network_context(tmp_path: Path, kind: str, op_types: list[str], n_in: int) -> None:
+    point = GridPoint(kind, (("c", 16), ("h", 10)))
+    model = build_point(point)
+    onnx.checker.check_model(model, full_check=True)
+    assert [node.op_type for node in model.graph.node] == op_types
+    onnx.save(model, tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
+    assert op.op_type == kind and op.n_in == n_in
+
+
 def test_the_measured_conv_is_charged_its_own_kernel_only(tmp_path: Path) -> None:
     """Between its two neighbours (an NCHWc chain on x86), the measured conv's region is that conv alone."""
     point = GridPoint("Conv", (("c_in", 16), ("c_out", 40), ("h", 18), ("k", 1), ("s", 1)))
