@@ -281,6 +281,8 @@ def slice_costs(model: onnx.ModelProto, workload: Workload, costs: Costs, kinds:
                 continue
             for r in _ofm_splits(g.h_out):
                 (a0, a1, _, _), (b0, b1, _, _) = ofm_bands(g, r)
+                if a1 <= a0 or b1 <= b0:
+                    continue  # a part whose rows are all padding reads no input row: no Conv computes it
                 in_cim = op.n_in * (a1 - a0) // g.h_in
                 n_out_cim = op.n_out * r // g.h_out
                 t_cim = cim_latency_ns(_part(op, in_cim, op.n_mvm * r // g.h_out, n_out_cim), hw)

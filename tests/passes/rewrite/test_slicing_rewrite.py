@@ -184,3 +184,24 @@ def test_int8_qdq_ks_and_ofm_are_bit_identical():
         for choose in (_kind("ks"), _kind("ofm", 2)):
             got, expected, built = split_run(model, choose)
             assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+
+
+def test_ofm_offers_no_part_that_reads_only_padding_rows():
+    """h 5, 1x1, stride 2, top pad 2: output rows 0..3 read input rows -2, 0, 2, 4.  Of the splits at 1, 2, 3
+    (a quarter, half, three quarters of 4 rows), 1 leaves the CIM part output row 0 alone, all padding (no input
+    row for a Conv to read): it is not offered.  2 and 3 are, and split 2 (CIM: input row 0 with top pad 2)
+    runs equal to the original."""
+    model = conv_net(1, 5, 5, 1, 2, 1, [2, 0, 0, 0], False)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.onnx"
+        onnx.save(model, path)
+        loaded = load(path, crossbar_size=(XBAR, XBAR))
+        costs = build_costs(loaded.workload, load_hardware("x86", crossbars=1000, crossbar_rows=XBAR, crossbar_cols=XBAR),
+                            table_profile(loaded))
+        offered = [c.split for c in slice_costs(loaded.model, loaded.workload, costs) if c.kind == "ofm"]
+    assert offered == [2, 3]
+    got, expected, built = split_run(model, _kind("ofm", 0))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    pads = {n.name: [a.ints for a in n.attribute if a.name == "pads"][0] for n in built.annotated.graph.node
+            if n.name in ("conv/cim", "conv/host")}
+    assert pads == {"conv/cim": [2, 0, 0, 0], "conv/host": [0, 0, 0, 0]}
