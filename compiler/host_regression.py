@@ -66,10 +66,14 @@ def _relative_linear(f: Mapping[str, float]) -> list[float]:
     return [1.0, f["m"] * f["n"] * f["n_mvm"], f["n_in"], f["n_out"], f["m"] * f["n"]]
 
 
-def _relative_regimes(f: Mapping[str, float]) -> list[float]:
-    base = _relative_linear(f)
-    # Pointwise, strided and image convs each get their own overhead, ns per MAC, per element and per weight.
+def _per_path(base: list[float], f: Mapping[str, float]) -> list[float]:
+    """``base`` and a copy of it for each of the pointwise, strided and image paths (its own overhead, ns per MAC,
+    per element and per weight)."""
     return [*base, *(r * v for r in conv_regimes(f)[:3] for v in base)]
+
+
+def _relative_regimes(f: Mapping[str, float]) -> list[float]:
+    return _per_path(_relative_linear(f), f)
 
 
 def blocked_macs(f: Mapping[str, float], block: int) -> float:
@@ -89,10 +93,8 @@ def blocked_macs(f: Mapping[str, float], block: int) -> float:
 
 def _relative_blocked(block: int) -> Callable[[Mapping[str, float]], list[float]]:
     def columns(f: Mapping[str, float]) -> list[float]:
-        base = [1.0, blocked_macs(f, block), f["n_in"], f["n_out"], f["m"] * f["n"]]
-        return [*base, *(r * v for r in conv_regimes(f)[:3] for v in base)]
+        return _per_path([1.0, blocked_macs(f, block), f["n_in"], f["n_out"], f["m"] * f["n"]], f)
     return columns
-
 
 
 METHODS: dict[str, _Method] = {
