@@ -134,8 +134,9 @@ def _downstream_of_custom(graph: onnx.GraphProto) -> set[str]:
 
 def _measure_shapes_with_ort(
     model: onnx.ModelProto, names: list[str], input_shapes: Mapping[str, Shape]
-) -> dict[str, Shape]:
-    """Run the model once on seeded inputs with ``names`` exposed as outputs; return their shapes."""
+) -> dict[str, tuple[Shape, int]]:
+    """Run the model once on seeded inputs with ``names`` exposed as outputs; return their shapes and
+    ONNX element types (a contrib operator's output, e.g. QLinearAdd's uint8, has none in shape inference)."""
     import onnxruntime as ort
 
     probe = onnx.ModelProto()
@@ -176,7 +177,8 @@ def _measure_shapes_with_ort(
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
     values = session.run(names, feeds)
-    return {name: tuple(int(d) for d in np.shape(v)) for name, v in zip(names, values)}
+    return {name: (tuple(int(d) for d in np.shape(v)), onnx.helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype))
+            for name, v in zip(names, values)}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -193,14 +195,15 @@ def _clear_value_info(graph: onnx.GraphProto) -> None:
                 _clear_value_info(sub)
 
 
-def _set_value_info(model: onnx.ModelProto, measured: Mapping[str, Shape], elem_types: Mapping[str, int]) -> None:
+def _set_value_info(model: onnx.ModelProto, measured: Mapping[str, tuple[Shape, int]]) -> None:
+    """Declare each measured tensor's shape; its element type where shape inference left none."""
     by_name = {vi.name: vi for vi in list(model.graph.value_info) + list(model.graph.output)}
-    for name, shape in measured.items():
+    for name, (shape, elem_type) in measured.items():
         vi = by_name.get(name)
         if vi is None:
             vi = model.graph.value_info.add()
             vi.name = name
-        vi.type.tensor_type.elem_type = vi.type.tensor_type.elem_type or elem_types.get(name, onnx.TensorProto.FLOAT)
+        vi.type.tensor_type.elem_type = vi.type.tensor_type.elem_type or elem_type
         shape_proto = vi.type.tensor_type.shape
         shape_proto.ClearField("dim")
         for d in shape:
@@ -252,8 +255,7 @@ def infer_static_shapes(model: onnx.ModelProto, input_shapes: Mapping[str, Shape
                 + (", and the inputs its If/Loop nodes branch on with --freeze-input NAME=VALUE" if branches else ""),
             )
         log.info("shapes of %d tensors measured with onnxruntime: %s", len(measured), ", ".join(sorted(measured)))
-        elem_types = {vi.name: vi.type.tensor_type.elem_type for vi in inferred.graph.value_info}
-        _set_value_info(inferred, measured, elem_types)
+        _set_value_info(inferred, measured)
     left = [name for name in unknown if name in custom]
     if left:
         log.warning("%d tensors after custom-domain operators have unknown shapes (counted as 0 elements)", len(left))

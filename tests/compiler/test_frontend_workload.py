@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from graphs import (
+    OPSET,
     clean_cnn,
     control_flow_and_custom,
     conv_weight_input,
@@ -289,3 +290,27 @@ def test_qoperator_quantization_matches_float(tmp_path: Path) -> None:
     assert [op.op_type for op in int8_w.operators] == ["QLinearConv", "Flatten", "QGemm"]
     assert gemm_view(int8_w) == gemm_view(float_w)  # conv 4x27 x64, gemm 10x256 x1
     assert int8_w.total_crossbars == float_w.total_crossbars == 2
+
+
+def test_qoperator_contrib_outputs_keep_their_integer_type(tmp_path: Path) -> None:
+    # QLinearAdd (com.microsoft) has no ONNX shape inference: its output's shape is measured by one
+    # onnxruntime run, and its type must be the uint8 that run returns, not float (which onnxruntime
+    # then refuses to load: the profiler and the partitions would fail on every QOperator residual net).
+    import onnxruntime as ort
+
+    model = parse(
+        f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        res (float[1,4,6,6] x) => (float[1,4,6,6] y) {{
+          c = Conv <pads = [1,1,1,1]> (x, w)
+          r = Relu(c)
+          y = Add(r, x)
+        }}""",
+        weights(w=(4, 4, 3, 3)),
+    )
+    loaded = load(quantize_qdq(model, tmp_path, "qop.onnx", qoperator=True)).model
+    add = next(n for n in loaded.graph.node if n.op_type == "QLinearAdd")
+    declared = {vi.name: vi.type.tensor_type.elem_type for vi in loaded.graph.value_info}
+    assert declared[add.output[0]] == onnx.TensorProto.UINT8
+    session = ort.InferenceSession(loaded.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": np.ones((1, 4, 6, 6), np.float32)})[0].shape == (1, 4, 6, 6)
