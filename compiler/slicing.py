@@ -90,6 +90,9 @@ class Anatomy:
     """Output-channel axis of the weight when KS is possible, else None."""
     out_axis: int
     """Axis of the output the KS parts are concatenated on."""
+    channel_constants: tuple[tuple[str, str, int], ...] = ()
+    """(node, constant, axis) for each constant a fused node (a bias ``Add``) reads along the output
+    channels: KS cuts it on that axis of its own, as it cuts the weight."""
 
 
 def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
@@ -181,7 +184,45 @@ def anatomy(model: onnx.ModelProto | _Graph, op: Operator) -> Anatomy | None:
         if not _sliceable_constant(anchor.input[2], producers, inits, 0 if bias_axis == 0 else
                                    len(shapes.get(anchor.input[2]) or (1,)) - 1):
             ks_axis = None
-    return Anatomy(anchor, nodes, entries[0], exits[0], ks_axis, out_axis)
+    channel: list[tuple[str, str, int]] = []
+    if ks_axis is not None:
+        channel_or_none = _channel_constants(nodes, anchor, shapes, consts, exits[0], out_axis)
+        if channel_or_none is None or not all(_sliceable_constant(c, producers, inits, a) for _, c, a in channel_or_none):
+            ks_axis = None
+        else:
+            channel = channel_or_none
+    return Anatomy(anchor, nodes, entries[0], exits[0], ks_axis, out_axis, tuple(channel))
+
+
+def _channel_constants(nodes: tuple[onnx.NodeProto, ...], anchor: onnx.NodeProto, shapes: dict, consts: set[str],
+                       exit_: str, out_axis: int) -> list[tuple[str, str, int]] | None:
+    """The constants fused nodes read along the output channels (numpy broadcasting: a constant of rank r
+    lines up with the last r axes of the output), or None when one cannot be told (unknown shapes, or a
+    quantize node with a scale per channel)."""
+    out_shape = shapes.get(exit_)
+    if out_shape is None:
+        return None
+    rank, m = len(out_shape), out_shape[out_axis]
+    found = []
+    for node in nodes:
+        if node is anchor:
+            continue
+        for name in node.input:
+            if not name or name not in consts:
+                continue
+            shape = shapes.get(name)
+            if shape is None:
+                return None
+            if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+                if math.prod(shape) != 1:
+                    return None
+                continue
+            axis = out_axis % rank - (rank - len(shape))
+            if axis >= 0 and shape[axis] != 1:
+                if shape[axis] != m:
+                    return None
+                found.append((node.name, name, axis))
+    return found
 
 
 @dataclass(frozen=True)

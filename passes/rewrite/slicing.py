@@ -6,7 +6,8 @@ are copied twice, ``<node>/cim`` and ``<node>/host``, every tensor they make
 renamed ``<tensor>__cim`` / ``<tensor>__host``:
 
 - KS: each copy's anchor reads its share of the weight (and bias) along the
-  output-channel axis -- an initializer slice, or a new DequantizeLinear of the
+  output-channel axis, and so does a fused bias ``Add`` of its constant (a
+  PyTorch Linear's ``MatMul -> Add``) -- an initializer slice, or a new DequantizeLinear of the
   sliced quantized weight with its per-channel scales and zero points sliced the
   same way (per-tensor ones shared), so each part is still ``DQ -> Conv -> Q``;
 - OFM: each copy reads a ``Slice`` of the entry rows with the halo its output
@@ -243,6 +244,13 @@ def _rewrite(b: _Builder, shape, kind: str, split: int, shapes: Mapping, timing:
                                                    tag, m_total)
                     copy.input[2] = bias
                     extra += dq_b
+            if node is not anchor and kind == "ks":
+                lo, hi = (0, split) if part == "cim" else (split, m_total)
+                for name, tensor, axis in shape.channel_constants:
+                    if name == node.name:
+                        sliced, dq_c = b.sliced_constant(tensor, axis, lo, hi, f"{node.name}_{part}", m_total)
+                        copy.input[:] = [sliced if i == tensor else i for i in copy.input]
+                        extra += dq_c
             if node is anchor and kind == "ofm":
                 _, _, top, bottom = bands[part]
                 _set_attr(copy, "auto_pad", None)

@@ -6,6 +6,8 @@ Graphs (crossbars of 4x4 cells, so that 8+ output channels split at crossbar-row
     x[1,C,H,W] -> conv (k, stride, dilation, pads; optional Relu) -> y          (random, hypothesis)
     x[1,3,8,8] -> conv 3->8 3x3 pad 1 -> relu -> flatten -> fc: Gemm 512->12 -> y    (KS on both)
     x[2,16]    -> MatMul 16x12 -> y                                                   (KS on a MatMul)
+    x[2,3,16]  -> MatMul 16x12 -> Add b[12] -> y;  x[1,3,8,8] -> Conv 3->8 -> Add b[1,8,1,1] -> y
+                                                             (a fused bias Add: its constant is sliced too)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from _profiles import table_profile
+from graphs import quantize_qdq as quantize_static_qdq
 from graphs import sliceable_cnn as cnn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -68,6 +71,24 @@ def matmul_net() -> onnx.ModelProto:
     nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
     return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])], [w])
+
+
+def biased_nets() -> list[onnx.ModelProto]:
+    """A PyTorch Linear on a 3-D input (MatMul -> Add of the bias) and a Conv whose bias is an Add of [1,C,1,1]."""
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array(rng.standard_normal((16, 12)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(12).astype(np.float32), "b")
+    linear = _model([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+                     helper.make_node("Add", ["m", "b"], ["y"], name="bias")],
+                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16])],
+                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 12])], [w, b])
+    wc = numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32), "wc")
+    bc = numpy_helper.from_array(rng.standard_normal((1, 8, 1, 1)).astype(np.float32), "bc")
+    conv = _model([helper.make_node("Conv", ["x", "wc"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                   helper.make_node("Add", ["c", "bc"], ["y"], name="bias")],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], [wc, bc])
+    return [linear, conv]
 
 
 @functools.cache
@@ -143,6 +164,27 @@ def test_ks_on_conv_and_gemm_structure_and_numbers():
 def test_ks_on_a_matmul():
     got, expected, _ = split_run(matmul_net(), _kind("ks", 1))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_ks_slices_the_constant_of_a_fused_bias_add(tmp_path):
+    # int8: onnxruntime's quantize_static as a user calls it (no pre-processing, which would fuse the Linear
+    # into a Gemm): the bias is an int8 initializer behind a DequantizeLinear.
+    for k, net in enumerate(biased_nets()):
+        for int8 in (False, True):
+            model = onnx.load(quantize_static_qdq(net, tmp_path, f"q{k}.onnx")) if int8 else net
+            got, expected, built = split_run(model, _kind("ks"))
+            if int8:
+                assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+            else:
+                np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+            cim = {n.op_type: n for n in built.annotated.graph.node if n.name.endswith("/cim")}
+            shapes = {t.name: list(t.dims) for t in built.annotated.graph.initializer}
+            # The float Conv's Add becomes the Conv's own bias in the front end (onnxslim folds it).
+            added = cim["Add"].input[1] if "Add" in cim else cim["Conv"].input[2]
+            dq = next((n for n in built.annotated.graph.node if added in n.output), None)
+            # 12 (8) output channels on 4x4 crossbars, KS at 4: the CIM part adds the first 4 bias values
+            cim_bias = shapes[dq.input[0] if dq is not None else added]
+            assert cim_bias == ([4] if k == 0 or "Add" not in cim else [1, 4, 1, 1])
 
 
 def test_ofm_on_the_first_conv_slices_the_input_rows_with_the_halo():
