@@ -302,6 +302,12 @@ def test_quantized_models_are_checked_bit_for_bit(tmp_path) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, tmp_path / "qdq.onnx")
     assert is_quantized(str(tmp_path / "qdq.onnx")) and not is_quantized(tiny_cnn(tmp_path))
+    # Dynamic quantization hands float tensors between operators: checked within the float tolerance.
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(tiny_cnn(tmp_path), tmp_path / "dynamic.onnx", weight_type=QuantType.QInt8)
+    dynamic = {n.op_type for n in onnx.load(tmp_path / "dynamic.onnx").graph.node}
+    assert {"DynamicQuantizeLinear", "ConvInteger"} <= dynamic and not is_quantized(str(tmp_path / "dynamic.onnx"))
     ref = {"yq": np.array([0.0, 0.5, 1.0, 1.5], np.float32), "yf": np.array([0.0, 0.5, 1.0, 1.5], np.float32)}
     same = {k: v.copy() for k, v in ref.items()}
     one_step = {"yq": ref["yq"] + np.array([0, 0.5, 0, 0], np.float32), "yf": ref["yf"]}
