@@ -13,9 +13,15 @@ the per-operator costs say (``bench/results/host_pieces_diagnosis.txt``).
 :func:`measure_host_pieces` measures each piece where it runs: the CPU time
 of the host thread (``time.thread_time``, which a neighbour's preemption does
 not inflate) per call: the median over ``repeat`` single frames (the latency
-schedule's pieces) and the mean over a stream of ``frames`` frames (the stream
-schedule's pieces, with the plan's frames in flight; a period is a mean), each
-after an untimed warm-up pass.  The prediction is then the timed executor's
+schedule's pieces) and the mean over ``streams`` streams of ``frames`` frames
+(the stream schedule's pieces, with the plan's frames in flight; a period is a
+mean), each after an untimed warm-up pass.  One stream is not enough on a
+shared machine: on this 2-core VM the host pieces' CPU time per frame of
+YOLOv5n's throughput plan at 100 crossbars varied 8.1-11.2 ms between four
+consecutive 50-frame streams of one process, with nothing else running
+(small pieces whose inputs are cold are the most sensitive to what the
+machine's neighbours do to the caches), where the whole model in one session
+varied 52-58 ms per frame.  The prediction is then the timed executor's
 own rules (host in the schedule's order, CIM and bus emulated, frames
 admitted ``frames_in_flight`` at a time) in a dry run with those costs
 (:meth:`~cimsplit.runtime.session.Session.predict`): one frame's latency, and
@@ -122,11 +128,12 @@ class HostPieces:
     load_average_before: tuple[float, float, float]
     load_average_after: tuple[float, float, float]
     source: str = "host pieces measured in the runtime: CPU time of the host thread per call, median"
+    streams: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "latency": self.latency.to_json(),
                 "stream": None if self.stream is None else self.stream.to_json(), "repeat": self.repeat,
-                "frames": self.frames, "cpu": self.cpu, "ort_version": self.ort_version,
+                "frames": self.frames, "streams": self.streams, "cpu": self.cpu, "ort_version": self.ort_version,
                 "load_average_before": list(self.load_average_before), "load_average_after": list(self.load_average_after)}
 
     @classmethod
@@ -134,7 +141,8 @@ class HostPieces:
         stream = data.get("stream")
         return cls(PieceTiming.from_json(data["latency"]), None if stream is None else PieceTiming.from_json(stream),
                    int(data["repeat"]), int(data["frames"]), str(data["cpu"]), str(data["ort_version"]),
-                   _triple(data["load_average_before"]), _triple(data["load_average_after"]), str(data["source"]))
+                   _triple(data["load_average_before"]), _triple(data["load_average_after"]), str(data["source"]),
+                   int(data.get("streams", 1)))
 
 
 def host_pieces_of(report: Mapping[str, Any]) -> HostPieces | None:
@@ -209,9 +217,11 @@ def latency_prediction(session: Any, pieces: HostPieces | None) -> float | None:
 
 
 
-def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: int = 0) -> HostPieces:
+def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: int = 0,
+                        streams: int = 3) -> HostPieces:
     """Measure the host pieces of ``session`` (a :class:`~cimsplit.runtime.session.Session` with modeled CIM
-    timing) and predict one frame's latency and, when the plan has a stream schedule, its period."""
+    timing) and predict one frame's latency and, when the plan has a stream schedule, its period (the pieces'
+    mean CPU time over ``streams`` streams of ``frames`` frames)."""
     rng = np.random.default_rng(seed)
     feeds = session.check_feeds({s.name: _random(rng, s.dtype, s.shape) for s in session.input_specs})
     before = load_average()
@@ -222,11 +232,11 @@ def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: 
     stream = None
     if plan.stream is not None and plan.period_ns is not None:
         frames = max(2, frames)
-        run = session.measure_stream([feeds] * frames, warm_up=True)
+        runs = [session.measure_stream([feeds] * frames, warm_up=(k == 0)) for k in range(max(1, streams))]
         steady = max(200, STEADY_FRAMES_PER_FLIGHT * session.frames_in_flight)
-        stream = _timing(session, "stream", [run], steady, plan.period_ns, mean=True)
+        stream = _timing(session, "stream", runs, steady, plan.period_ns, mean=True)
     return HostPieces(latency, stream, max(1, repeat), frames if stream else 0, cpu_model(), ort.__version__,
-                      before, load_average())
+                      before, load_average(), streams=max(1, streams) if stream else 0)
 
 
 def write_host_pieces(directory: str | Path, pieces: HostPieces) -> None:
