@@ -36,7 +36,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.calibration_models import MEASURED_NODE, GridPoint, build_point, keep_int8
+from cimsplit.compiler.calibration_models import MEASURED_NODE, GridPoint, build_glue_point, build_point, keep_int8
+from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
     KERNEL_SUFFIXES,
@@ -52,7 +53,7 @@ from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
-__all__ = ["GridPoint", "grid", "build_point", "measure_point", "measured_operator", "calibrate", "SPATIAL", "gemm_key"]
+__all__ = ["GridPoint", "grid", "build_point", "point_model", "measure_point", "measured_operator", "calibrate", "SPATIAL", "gemm_key"]
 
 log = logging.getLogger(__name__)
 
@@ -142,12 +143,16 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     }
     for op in ELEMENT_OPS:
         per_kind[op] = _element_points(op, rng)
+    if int8 and onnxruntime_converts_int8_pairs():  # the layout glue of the NHWC int8 chain (host_glue)
+        glue_rng = np.random.default_rng(seed + 1)  # its own stream: the other kinds' order stays as it was
+        for kind in GLUE_KINDS:
+            per_kind[kind] = [GridPoint(kind, p.params) for p in _element_points("Relu", glue_rng)]
     queues: list[tuple[int, list[GridPoint]]] = []
     for kind, points in per_kind.items():
         points = [p for p in points if gemm_descriptors(p) not in excluded]
         order = [points[i] for i in rng.permutation(len(points))]
         queues.append((_WEIGHTS.get(kind, 1), order))
-        if int8:
+        if int8 and not kind.startswith(GLUE_PREFIX):
             queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
             if onnxruntime_converts_int8_pairs():
                 for suffix in KERNEL_SUFFIXES:
@@ -161,11 +166,8 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     return ordered
 
 
-def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int = 0) -> tuple[Sample, str]:
-    """Build, load and profile one point: its operator's sample and the profiled optimization level."""
-    from cimsplit.compiler.frontend import load
-    from cimsplit.compiler.host_profile import operator_latencies, profile_model
-
+def point_model(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
+    """The model a (non-glue) point measures: :func:`build_point`, through the zoo's QDQ recipe for an int8 kind."""
     model = build_point(point, seed)
     if point.kind.startswith(INT8_PREFIX):
         from cimsplit.models.quantize import quantize_qdq
@@ -174,6 +176,17 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
         kernel = point.kind.removeprefix(plain_kind(point.kind))
         if kernel:
             model = keep_int8(model, inputs=kernel in ("-s8in", "-s8"), outputs=kernel in ("-s8out", "-s8"))
+    return model
+
+
+def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int = 0) -> tuple[Sample, str]:
+    """Build, load and profile one point: its operator's sample and the profiled optimization level."""
+    from cimsplit.compiler.frontend import load
+    from cimsplit.compiler.host_profile import operator_latencies, profile_model
+
+    if point.kind.startswith(GLUE_PREFIX):
+        return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
+    model = point_model(point, seed)
     with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
@@ -186,6 +199,21 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""))) for op in loaded.workload.operators]
     op = measured_operator(point, kinds)
     return Sample(point.kind, operator_features(op), latencies[op.name]), level
+
+
+def _measure_glue(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int) -> tuple[Sample, str]:
+    """A layout-glue kernel alone: its node's median, by its element count."""
+    from cimsplit.compiler.frontend import load
+    from cimsplit.compiler.host_profile import profile_model
+
+    with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
+        path = Path(folder) / "point.onnx"
+        onnx.save(build_glue_point(point), path)
+        loaded = load(path)
+    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
+    elements = float(point.get("c") * point.get("h") ** 2)
+    return (Sample(point.kind, {"n_in": elements, "n_out": elements}, float(profile.nodes[MEASURED_NODE]["median_ns"])),
+            str(getattr(profile, "level", "off")))
 
 
 def measured_operator(point: GridPoint, kinds: Sequence[tuple[Operator, str]]) -> Operator:

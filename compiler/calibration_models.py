@@ -21,9 +21,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.fusion import ACTIVATIONS
+from cimsplit.compiler.host_glue import GLUE_PREFIX
 from cimsplit.compiler.host_model import INT8_PREFIX, plain_kind
 
-__all__ = ["MEASURED_NODE", "GridPoint", "build_point", "keep_int8"]
+__all__ = ["MEASURED_NODE", "GridPoint", "build_point", "build_glue_point", "keep_int8"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,28 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
         nodes, f"calibration_{kind}", [helper.make_tensor_value_info(name, TensorProto.FLOAT, shapes[name]) for name in inputs],
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs], initializer=inits,
     )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="cimsplit-calibrate")
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def build_glue_point(point: GridPoint) -> onnx.ModelProto:
+    """The one-node model of a layout-glue point (:mod:`cimsplit.compiler.host_glue`): the kernel as onnxruntime
+    inserts it, on ``c`` x ``h`` x ``h`` elements (uint8 at 0.05 / 128, as the converted pairs are)."""
+    c, h = point.get("c"), point.get("h")
+    op = point.kind.removeprefix(GLUE_PREFIX)
+    u8, f32 = TensorProto.UINT8, TensorProto.FLOAT
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(128, np.uint8), "z")]
+    if op in ("DequantizeLinear", "QuantizeLinear"):
+        node = helper.make_node(op, ["x", "s", "z"], ["y"], name=MEASURED_NODE)
+        types, shape = ((u8, f32) if op == "DequantizeLinear" else (f32, u8)), [1, c, h, h]
+    elif op in ("Transpose-u8", "Transpose-f32"):
+        node = helper.make_node("Transpose", ["x"], ["y"], name=MEASURED_NODE, perm=[0, 3, 1, 2])  # NHWC -> NCHW
+        types, shape, inits = ((u8, u8) if op == "Transpose-u8" else (f32, f32)), [1, h, h, c], []
+    else:
+        raise ValueError(f"no calibration model for {point.kind}")
+    graph = helper.make_graph([node], f"calibration_{op}", [helper.make_tensor_value_info("x", types[0], shape)],
+                              [helper.make_tensor_value_info("y", types[1], None)], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="cimsplit-calibrate")
     model.ir_version = 8
     return onnx.shape_inference.infer_shapes(model)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import onnx
 import onnxruntime as ort
 
+from cimsplit.compiler.host_glue import GLUE_KINDS, layout_glue
 from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, fused_activations, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
@@ -71,6 +72,9 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     kernels = int8_kernels(model.graph, host_model.machine.get("machine"))
     latencies: dict[str, float] = {}
     missing: dict[str, str] = {}
+    glue: dict[str, list[tuple[str, float]]] = {}
+    if all(kind in host_model.fits for kind in GLUE_KINDS):  # calibrations from before the glue kinds predict without
+        glue = layout_glue(model, workload, level=host_model.level, threads=host_model.threads)
     for op in workload.operators:
         kind = operator_kind(op, node_types, kernels.get(op.name, ""))
         if kind not in host_model.fits:
@@ -83,6 +87,7 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
         if absent:
             missing[op.name] = absent[0]
             continue
+        needed += [(k, {"n_in": e, "n_out": e}) for k, e in glue.get(op.name, ())]
         latencies[op.name] = sum(host_model.predict_kind_ns(k, f) for k, f in needed)
     return latencies, missing
 

@@ -11,6 +11,7 @@ import pytest
 from cimsplit.compiler.calibration import ELEMENT_OPS, GridPoint, build_point, gemm_descriptors, grid, measured_operator
 from cimsplit.compiler.calibration_models import MEASURED_NODE
 from cimsplit.compiler.frontend import load
+from cimsplit.compiler.host_glue import GLUE_KINDS
 from cimsplit.compiler.host_model import operator_features, operator_kind, plain_kind
 from cimsplit.compiler.kernel_attribution import attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
@@ -29,7 +30,9 @@ def test_grid_is_deterministic() -> None:
     assert grid(seed=1) != grid()
     # int8 doubles the grid, and on x86 adds each int8 kind's three kernel variants (an int8 input,
     # output or both kept int8).
-    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * len(grid())
+    # On x86 it also adds 12 points of each of the four layout-glue kinds (host_glue).
+    glue = 48 if onnxruntime_converts_int8_pairs() else 0
+    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * len(grid()) + glue
 
 
 def test_every_kind_comes_early() -> None:
@@ -37,7 +40,8 @@ def test_every_kind_comes_early() -> None:
     first = grid()[: 4 * len(kinds)]
     assert {p.kind for p in first} == kinds
     s8 = {f"int8:{k}{suffix}" for k in kinds for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
-    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == kinds | {f"int8:{k}" for k in kinds} | s8
+    glue = set(GLUE_KINDS) if onnxruntime_converts_int8_pairs() else set()
+    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == kinds | {f"int8:{k}" for k in kinds} | s8 | glue
 
 
 def test_zoo_shapes_are_held_out() -> None:

@@ -1,0 +1,149 @@
+"""Layout glue: the Transpose and Q/DQ kernels onnxruntime adds where a quantized conv's NHWC chain meets a float op.
+
+On x86 onnxruntime runs a fused int8 conv (QLinearConv) in NHWC and keeps that
+layout from one such conv to the next.  Where the chain meets an op it runs in
+float (a residual Add whose other input stays int8, a conv of the ``-s8out``
+kind), it inserts, in the region :mod:`cimsplit.compiler.kernel_attribution`
+charges to the conv, a uint8 Transpose back to NCHW and a standalone
+DequantizeLinear, or DequantizeLinear -> float Transpose -> QuantizeLinear ->
+DequantizeLinear (MobileNetV2 int8: a 144 -> 24 1x1 conv at 56x56 runs its
+kernel in 72 us and its glue in 61 us).  A calibration point's conv sits
+between two convs of its own kind, so no glue is charged to it (the chain's
+ends are its neighbours'): a calibrated GEMM kind predicts the kernel alone,
+and :func:`layout_glue` adds what the model's own graph inserts, each kernel
+predicted by its element-count kind (``glue:DequantizeLinear``,
+``glue:QuantizeLinear``, ``glue:Transpose-u8``, ``glue:Transpose-f32``).
+
+Which kernels: the Transpose kernels of a GEMM operator's region and the
+Q/DQ kernels joined to them by a tensor, constant-only kernels (a weight's
+DequantizeLinear) excluded.  Elements: a kernel downstream of the region's
+compute kernel, or in a region of the operator's nodes after its anchor, moves
+the operator's output (N_out), else its input (N_in); the kernel's charged
+fraction (a kernel shared by regions) scales it.  Glue that touches a graph
+input or output is left out: a calibration point has it too (an image conv
+reads the graph input through a Transpose), so its kind's fit already holds it.  The
+graph is ONNX Runtime's own optimized graph: nothing is measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import onnx
+
+from cimsplit.compiler.kernel_attribution import attribute_kernels
+from cimsplit.compiler.workload import Workload
+
+__all__ = ["GLUE_PREFIX", "GLUE_KINDS", "layout_glue", "glue_of_regions"]
+
+GLUE_PREFIX = "glue:"
+GLUE_KINDS = ("glue:DequantizeLinear", "glue:QuantizeLinear", "glue:Transpose-u8", "glue:Transpose-f32")
+_QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+
+def _transpose_kind(node: onnx.NodeProto, producers: Mapping[str, onnx.NodeProto], types: Mapping[str, int]) -> str:
+    """A Transpose moves floats when its input is a float tensor or a DequantizeLinear's output, else uint8."""
+    source = node.input[0]
+    if source in types:
+        return "glue:Transpose-f32" if types[source] == onnx.TensorProto.FLOAT else "glue:Transpose-u8"
+    producer = producers.get(source)
+    return "glue:Transpose-f32" if producer is not None and producer.op_type == "DequantizeLinear" else "glue:Transpose-u8"
+
+
+def glue_of_regions(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
+                    workload: Workload) -> dict[str, list[tuple[str, float]]]:
+    """Operator -> [(glue kind, elements)] for the GEMM operators whose region holds layout glue."""
+    graph = optimized.graph
+    nodes = {node.name: node for node in graph.node}
+    producers = {out: node for node in graph.node for out in node.output if out}
+    constants = {init.name for init in graph.initializer}
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in [*graph.value_info, *graph.input, *graph.output]
+             if vi.type.HasField("tensor_type")}
+    boundary = {vi.name for vi in [*graph.input, *graph.output]}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    owner = {node: op for op in workload.operators if op.m is not None for node in op.nodes}
+    glue: dict[str, list[tuple[str, float]]] = {}
+    for region in attribute_kernels(simplified, optimized):
+        ops = {owner[node].name: owner[node] for node in region.nodes if node in owner}
+        if len(ops) != 1 or any(node not in owner for node in region.nodes):
+            continue
+        op = next(iter(ops.values()))
+        # A region of the operator's nodes without its anchor holds its output's Q/DQ (or its input's).
+        output_side = op.nodes[0] not in region.nodes and bool(
+            set(region.nodes) & _downstream([op.nodes[0]], simplified.graph))
+        fraction = dict(region.kernels)
+        names = [name for name in fraction if name in nodes]
+        transposes = {name for name in names if nodes[name].op_type == "Transpose"}
+        if not transposes:
+            continue
+        touching = {t for name in transposes for t in (*nodes[name].input[:1], *nodes[name].output)}
+        chosen = set(transposes)
+        changed = True
+        while changed:  # Q/DQ kernels joined to the transposes, directly or through another Q/DQ
+            changed = False
+            for name in names:
+                node = nodes[name]
+                if name in chosen or node.op_type not in _QDQ or all(i in constants or not i for i in node.input):
+                    continue
+                if node.input[0] in touching or any(out in touching for out in node.output):
+                    chosen.add(name)
+                    touching.update([node.input[0], *node.output])
+                    changed = True
+        if any(_at_edge(nodes[name], producers, readers, boundary) for name in chosen):
+            continue  # glue at the graph's edge is a calibration point's too (an image conv's input)
+        downstream = _downstream([n for n in names if n not in chosen and nodes[n].op_type not in _QDQ | {"Transpose"}], graph)
+        for name in sorted(chosen):
+            node = nodes[name]
+            kind = _transpose_kind(node, producers, types) if node.op_type == "Transpose" else GLUE_PREFIX + node.op_type
+            elements = op.n_out if output_side or name in downstream else op.n_in
+            glue.setdefault(op.name, []).append((kind, float(max(elements, 1)) * fraction[name]))
+    return glue
+
+
+def _at_edge(node: onnx.NodeProto, producers: Mapping[str, onnx.NodeProto],
+             readers: Mapping[str, list[onnx.NodeProto]], boundary: set[str]) -> bool:
+    """True when a chain of Q/DQ/Transpose kernels joins ``node`` to a graph input or output."""
+    glue = _QDQ | {"Transpose"}
+    seen: set[str] = set()
+    frontier = [node]
+    while frontier:
+        current = frontier.pop()
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        tensors = [current.input[0], *current.output]
+        if any(t in boundary for t in tensors):
+            return True
+        frontier += [p for p in [producers.get(current.input[0])] if p is not None and p.op_type in glue]
+        frontier += [r for out in current.output for r in readers.get(out, ()) if r.op_type in glue]
+    return False
+
+
+def _downstream(sources: list[str], graph: onnx.GraphProto) -> set[str]:
+    """Names of the nodes that read, directly or not, an output of a node in ``sources``."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    by_name = {node.name: node for node in graph.node}
+    seen: set[str] = set()
+    frontier = [by_name[s] for s in sources if s in by_name]
+    while frontier:
+        node = frontier.pop()
+        for out in node.output:
+            for reader in readers.get(out, ()):
+                if reader.name not in seen:
+                    seen.add(reader.name)
+                    frontier.append(reader)
+    return seen
+
+
+def layout_glue(model: onnx.ModelProto, workload: Workload, *, level: str = "all",
+                threads: int = 1) -> dict[str, list[tuple[str, float]]]:
+    """:func:`glue_of_regions` on the graph onnxruntime builds for ``model`` at ``level`` (a session, no run)."""
+    from cimsplit.compiler.ort_profiler import optimized_model
+
+    return glue_of_regions(model, optimized_model(model, level, threads), workload)

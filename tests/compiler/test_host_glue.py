@@ -1,0 +1,103 @@
+"""Layout glue (compiler/host_glue.py): what onnxruntime inserts where a quantized conv's NHWC chain meets a float op."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cimsplit.compiler.calibration import GridPoint, grid, measured_operator, point_model
+from cimsplit.compiler.calibration_models import MEASURED_NODE, build_glue_point
+from cimsplit.compiler.frontend import load
+from cimsplit.compiler.host_glue import GLUE_KINDS, layout_glue
+from cimsplit.compiler.host_model import Sample, fit_kind, operator_kind
+from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
+from cimsplit.models.quantize import quantize_qdq
+
+x86 = pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxruntime keeps int8 pairs off x86")
+
+
+def _loaded(model: onnx.ModelProto, tmp_path: Path):
+    onnx.save(model, tmp_path / "m.onnx")
+    return load(tmp_path / "m.onnx")
+
+
+def _residual_block() -> onnx.ModelProto:
+    """x (8 x 10 x 10) -> conv1 -> conv2 -> conv3, Add(conv1, conv3) -> conv4, all 1x1, 16 channels in between."""
+    rng = np.random.default_rng(0)
+    inits = []
+
+    def weight(name: str, c_out: int, c_in: int) -> str:
+        inits.append(numpy_helper.from_array((rng.standard_normal((c_out, c_in, 1, 1)) * 0.1).astype(np.float32), name))
+        return name
+
+    nodes = [helper.make_node("Conv", ["x", weight("w1", 16, 8)], ["a"], name="conv1"),
+             helper.make_node("Conv", ["a", weight("w2", 16, 16)], ["b"], name="conv2"),
+             helper.make_node("Conv", ["b", weight("w3", 16, 16)], ["d"], name="conv3"),
+             helper.make_node("Add", ["a", "d"], ["e"], name="add"),
+             helper.make_node("Conv", ["e", weight("w4", 8, 16)], ["y"], name="conv4")]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return quantize_qdq(onnx.shape_inference.infer_shapes(model))
+
+
+@x86
+def test_a_residual_projection_pays_the_glue_back_to_float(tmp_path: Path) -> None:
+    """conv1's output forks (conv2 and the Add), so its pair stays int8 and the Add runs in float: conv3, fused
+    with conv2 in NHWC uint8, hands its output over as DQ -> float Transpose -> Q -> DQ, 16 x 10 x 10 elements each.
+    conv1 reads the graph input (its glue is a calibration point's too) and conv4 a float Add: no glue."""
+    loaded = _loaded(_residual_block(), tmp_path)
+    glue = layout_glue(loaded.model, loaded.workload)
+    assert glue == {"conv3": [("glue:DequantizeLinear", 1600.0), ("glue:QuantizeLinear", 1600.0),
+                              ("glue:Transpose-f32", 1600.0), ("glue:DequantizeLinear", 1600.0)]}
+
+
+@x86
+@pytest.mark.parametrize("kind", ["int8:Conv", "int8:Conv-s8in", "int8:Conv-s8out", "int8:Conv-s8",
+                                  "int8:Conv-depthwise", "int8:Conv-depthwise-s8in", "int8:Conv-depthwise-s8out"])
+def test_calibration_points_carry_no_glue(tmp_path: Path, kind: str) -> None:
+    """A point's conv sits between two convs of its kind: its fit holds no glue, so the predictor may add the model's."""
+    params = (("c_in", 40), ("c_out", 88), ("h", 18), ("k", 1), ("s", 1)) if "depthwise" not in kind else \
+        (("c", 88), ("h", 18), ("k", 3), ("s", 2))
+    loaded = _loaded(point_model(GridPoint(kind, params)), tmp_path)
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    kernels = int8_kernels(loaded.model.graph)
+    op = measured_operator(GridPoint(kind, params), [(o, operator_kind(o, types, kernels.get(o.name, "")))
+                                                     for o in loaded.workload.operators])
+    assert op.name not in layout_glue(loaded.model, loaded.workload)
+
+
+@pytest.mark.parametrize(("kind", "types", "shape"), [
+    ("glue:DequantizeLinear", (TensorProto.UINT8, TensorProto.FLOAT), [1, 16, 10, 10]),
+    ("glue:QuantizeLinear", (TensorProto.FLOAT, TensorProto.UINT8), [1, 16, 10, 10]),
+    ("glue:Transpose-u8", (TensorProto.UINT8, TensorProto.UINT8), [1, 10, 10, 16]),
+    ("glue:Transpose-f32", (TensorProto.FLOAT, TensorProto.FLOAT), [1, 10, 10, 16]),
+])
+def test_glue_points_are_the_lone_kernel(kind: str, types: tuple[int, int], shape: list[int]) -> None:
+    model = build_glue_point(GridPoint(kind, (("c", 16), ("h", 10))))
+    onnx.checker.check_model(model, full_check=True)
+    assert [node.name for node in model.graph.node] == [MEASURED_NODE]
+    assert model.graph.input[0].type.tensor_type.elem_type == types[0]
+    assert [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim] == shape
+    assert model.graph.output[0].type.tensor_type.elem_type == types[1]
+
+
+def test_glue_kinds_are_in_the_int8_grid_only_on_x86() -> None:
+    glue = [p for p in grid(int8=True) if p.kind in GLUE_KINDS]
+    assert len(glue) == (48 if onnxruntime_converts_int8_pairs() else 0)
+    assert not any(p.kind in GLUE_KINDS for p in grid())
+    assert glue == [p for p in grid(int8=True) if p.kind in GLUE_KINDS]
+
+
+def test_a_glue_fit_recovers_its_overhead_and_cost_per_element() -> None:
+    """t = 2500 ns + 0.06 ns per element, exactly: the element fit predicts it at sizes it did not see."""
+    samples = [Sample("glue:DequantizeLinear", {"n_in": float(n), "n_out": float(n)}, 2500 + 0.06 * n)
+               for n in (1600, 5184, 20736, 82944, 331776, 1327104)]
+    fit = fit_kind("glue:DequantizeLinear", samples)
+    assert fit is not None and fit.method == "relative-elements"
+    assert fit.predict_ns({"n_in": 75264.0, "n_out": 75264.0}) == pytest.approx(2500 + 0.06 * 75264, rel=1e-9)
