@@ -10,6 +10,12 @@ and for a quantized operator whose int8 input or output onnxruntime keeps
 int8 (a Conv's kernel is then several times slower than the U8S8 one it runs
 after converting both pairs; :mod:`cimsplit.compiler.qdq_kernels`) suffixed
 ``-s8in``, ``-s8out`` or ``-s8`` (both): ``int8:Conv-s8in``, ``int8:MaxPool-s8in``.
+Where a quantized conv's NHWC int8 chain meets an op onnxruntime runs in
+float, the runtime inserts Transpose and Q/DQ kernels that profiling charges
+to the conv; calibration points have none, so the prediction adds them from
+the model's own optimized graph, each by its ``glue:`` element kind
+(:mod:`cimsplit.compiler.host_glue`).
+
 Its descriptors come from the workload: M_v, N_v, N_mvm, the kernel size and
 the activation element counts N_in, N_out (``compiler/im2col.py``).  A fused
 activation (Relu, Clip, SiLU's Sigmoid and Mul) adds its element-wise kind's
