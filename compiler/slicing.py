@@ -9,7 +9,8 @@ both, so a candidate is always rewritable:
   and the operator hands exactly one tensor on;
 - KS (output channels): ``Conv`` with ``group = 1`` or a ``Gemm``/``MatMul``
   whose weight (and bias) is an initializer or a ``DequantizeLinear`` of
-  initializers quantized per tensor or per output channel;
+  initializers quantized per tensor or (``Conv`` only: see :func:`_per_channel_dq`)
+  per output channel;
 - OFM (output rows): a ``Conv`` with explicit pads (``auto_pad`` NOTSET or VALID).
 
 Candidates (a small set, so that the placement model stays small).  KS splits
@@ -116,6 +117,21 @@ def _sliceable_constant(name: str, producers: dict[str, onnx.NodeProto], inits: 
     return int(_attr(node, "axis", 1)) % rank == axis % rank
 
 
+def _per_channel_dq(name: str, producers: dict[str, onnx.NodeProto], inits: dict[str, onnx.TensorProto]) -> bool:
+    """True when ``name`` is a DequantizeLinear with a scale per channel.
+
+    onnxruntime runs a QDQ MatMul/Gemm with such a weight as DequantizeLinear + a float GEMM (its
+    QLinearMatMul takes a weight scale per tensor), and the weight is not an initializer the GEMM can
+    pack ahead: MLAS then sums a narrow part (64 of ViT-Tiny's 576 qkv columns) in another order than
+    the whole, a float ulp that a following QuantizeLinear can turn into a whole step (ViT-Tiny int8,
+    S8S8 per channel: 2 of 12,608 values of one block's qkv).  KS on such an operator would break the
+    int8 bit-identity, so it is not offered; a Conv's per-channel weight runs as QLinearConv (integers).
+    """
+    node = producers.get(name)
+    return (node is not None and node.op_type == "DequantizeLinear" and len(node.input) > 1
+            and node.input[1] in inits and math.prod(inits[node.input[1]].dims) > 1)
+
+
 @dataclass(frozen=True)
 class _Graph:
     """What :func:`anatomy` looks up, indexed once per model."""
@@ -180,6 +196,8 @@ def anatomy(model: onnx.ModelProto | _Graph, op: Operator) -> Anatomy | None:
         ks_axis, bias_axis, out_axis = 1, -1, -1
     if ks_axis is not None and not _sliceable_constant(w, producers, inits, ks_axis):
         ks_axis = None
+    if ks_axis is not None and op.op_type != "Conv" and _per_channel_dq(w, producers, inits):
+        ks_axis = None  # a float GEMM on a weight computed at run time: its parts are not bit-identical
     if ks_axis is not None and len(anchor.input) > 2 and anchor.input[2]:
         if not _sliceable_constant(anchor.input[2], producers, inits, 0 if bias_axis == 0 else
                                    len(shapes.get(anchor.input[2]) or (1,)) - 1):

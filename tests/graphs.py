@@ -189,7 +189,8 @@ def integer_ops() -> onnx.ModelProto:
     )
 
 
-def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx", qoperator: bool = False) -> Path:
+def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx", qoperator: bool = False,
+                 per_channel: bool = True) -> Path:
     """Quantize ``model`` to int8 with onnxruntime (seeded calibration data).
 
     QDQ format by default; ``qoperator`` writes QLinearConv / com.microsoft QGemm instead.
@@ -211,7 +212,7 @@ def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx", 
     quantize_static(
         str(src), str(out), Reader(), quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
         activation_type=QuantType.QUInt8 if qoperator else QuantType.QInt8,
-        weight_type=QuantType.QInt8, per_channel=True,
+        weight_type=QuantType.QInt8, per_channel=per_channel,
         extra_options={"QDQKeepRemovableActivations": True},
     )
     return out

@@ -171,7 +171,8 @@ def test_ks_slices_the_constant_of_a_fused_bias_add(tmp_path):
     # into a Gemm): the bias is an int8 initializer behind a DequantizeLinear.
     for k, net in enumerate(biased_nets()):
         for int8 in (False, True):
-            model = onnx.load(quantize_static_qdq(net, tmp_path, f"q{k}.onnx")) if int8 else net
+            # Weights per tensor: a MatMul's per-channel weight is not offered KS (next test).
+            model = onnx.load(quantize_static_qdq(net, tmp_path, f"q{k}.onnx", per_channel=False)) if int8 else net
             got, expected, built = split_run(model, _kind("ks"))
             if int8:
                 assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
@@ -185,6 +186,20 @@ def test_ks_slices_the_constant_of_a_fused_bias_add(tmp_path):
             # 12 (8) output channels on 4x4 crossbars, KS at 4: the CIM part adds the first 4 bias values
             cim_bias = shapes[dq.input[0] if dq is not None else added]
             assert cim_bias == ([4] if k == 0 or "Add" not in cim else [1, 4, 1, 1])
+
+
+def test_no_ks_for_a_matmul_whose_weight_is_dequantized_per_channel(tmp_path):
+    # onnxruntime runs it as a float GEMM on a weight made at run time, whose parts MLAS sums in another
+    # order than the whole: KS would break the int8 bit-identity.  Per tensor it runs as QLinearMatMul
+    # (KS offered); a per-channel Conv runs as QLinearConv (KS offered).
+    from cimsplit.compiler.slicing import anatomy
+
+    linear, conv = biased_nets()
+    for net, per_channel, expected in ((linear, True, None), (linear, False, 1), (conv, True, 0)):
+        loaded = load(quantize_static_qdq(net, tmp_path, f"{per_channel}{expected}.onnx", per_channel=per_channel),
+                      crossbar_size=(XBAR, XBAR))
+        (op,) = [op for op in loaded.workload.operators if op.cim_capable]
+        assert anatomy(loaded.model, op).ks_axis == expected
 
 
 def test_ofm_on_the_first_conv_slices_the_input_rows_with_the_halo():
