@@ -9,7 +9,7 @@ both, so a candidate is always rewritable:
   and the operator hands exactly one tensor on;
 - KS (output channels): ``Conv`` with ``group = 1`` or a ``Gemm``/``MatMul``
   whose weight (and bias) is an initializer or a ``DequantizeLinear`` of
-  initializers quantized per tensor or (``Conv`` only: see :func:`_per_channel_dq`)
+  initializers quantized per tensor or (not a ``MatMul``: see :func:`_per_channel_dq`)
   per output channel;
 - OFM (output rows): a ``Conv`` with explicit pads (``auto_pad`` NOTSET or VALID).
 
@@ -120,12 +120,13 @@ def _sliceable_constant(name: str, producers: dict[str, onnx.NodeProto], inits: 
 def _per_channel_dq(name: str, producers: dict[str, onnx.NodeProto], inits: dict[str, onnx.TensorProto]) -> bool:
     """True when ``name`` is a DequantizeLinear with a scale per channel.
 
-    onnxruntime runs a QDQ MatMul/Gemm with such a weight as DequantizeLinear + a float GEMM (its
+    onnxruntime runs a QDQ MatMul with such a weight as DequantizeLinear + a float GEMM (its
     QLinearMatMul takes a weight scale per tensor), and the weight is not an initializer the GEMM can
     pack ahead: MLAS then sums a narrow part (64 of ViT-Tiny's 576 qkv columns) in another order than
     the whole, a float ulp that a following QuantizeLinear can turn into a whole step (ViT-Tiny int8,
     S8S8 per channel: 2 of 12,608 values of one block's qkv).  KS on such an operator would break the
-    int8 bit-identity, so it is not offered; a Conv's per-channel weight runs as QLinearConv (integers).
+    int8 bit-identity, so it is not offered.  Per-channel Conv and Gemm run as QLinearConv and QGemm
+    (integers, checked in onnxruntime's optimized graph): they keep KS.
     """
     node = producers.get(name)
     return (node is not None and node.op_type == "DequantizeLinear" and len(node.input) > 1
@@ -196,7 +197,7 @@ def anatomy(model: onnx.ModelProto | _Graph, op: Operator) -> Anatomy | None:
         ks_axis, bias_axis, out_axis = 1, -1, -1
     if ks_axis is not None and not _sliceable_constant(w, producers, inits, ks_axis):
         ks_axis = None
-    if ks_axis is not None and op.op_type != "Conv" and _per_channel_dq(w, producers, inits):
+    if ks_axis is not None and op.op_type == "MatMul" and _per_channel_dq(w, producers, inits):
         ks_axis = None  # a float GEMM on a weight computed at run time: its parts are not bit-identical
     if ks_axis is not None and len(anchor.input) > 2 and anchor.input[2]:
         if not _sliceable_constant(anchor.input[2], producers, inits, 0 if bias_axis == 0 else

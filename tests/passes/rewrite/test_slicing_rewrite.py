@@ -191,15 +191,15 @@ def test_ks_slices_the_constant_of_a_fused_bias_add(tmp_path):
 def test_no_ks_for_a_matmul_whose_weight_is_dequantized_per_channel(tmp_path):
     # onnxruntime runs it as a float GEMM on a weight made at run time, whose parts MLAS sums in another
     # order than the whole: KS would break the int8 bit-identity.  Per tensor it runs as QLinearMatMul
-    # (KS offered); a per-channel Conv runs as QLinearConv (KS offered).
+    # (KS offered); per-channel Conv and Gemm run as QLinearConv and QGemm (KS offered).
     from cimsplit.compiler.slicing import anatomy
 
     linear, conv = biased_nets()
-    for net, per_channel, expected in ((linear, True, None), (linear, False, 1), (conv, True, 0)):
-        loaded = load(quantize_static_qdq(net, tmp_path, f"{per_channel}{expected}.onnx", per_channel=per_channel),
+    for net, per_channel, expected in ((linear, True, [None]), (linear, False, [1]), (conv, True, [0]), (cnn(), True, [0, 0])):
+        loaded = load(quantize_static_qdq(net, tmp_path, f"{len(net.graph.node)}{per_channel}.onnx", per_channel=per_channel),
                       crossbar_size=(XBAR, XBAR))
-        (op,) = [op for op in loaded.workload.operators if op.cim_capable]
-        assert anatomy(loaded.model, op).ks_axis == expected
+        ops = [op for op in loaded.workload.operators if op.cim_capable]
+        assert [anatomy(loaded.model, op).ks_axis for op in ops] == expected
 
 
 def test_ofm_on_the_first_conv_slices_the_input_rows_with_the_halo():
