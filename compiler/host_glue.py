@@ -60,10 +60,9 @@ def glue_of_regions(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
     types = {vi.name: vi.type.tensor_type.elem_type for vi in [*graph.value_info, *graph.input, *graph.output]
              if vi.type.HasField("tensor_type")}
     boundary = {vi.name for vi in [*graph.input, *graph.output]}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
+    readers = _readers(graph)
+    simplified_nodes = {node.name: node for node in simplified.graph.node}
+    simplified_readers = _readers(simplified.graph)
     owner = {node: op for op in workload.operators if op.m is not None for node in op.nodes}
     glue: dict[str, list[tuple[str, float]]] = {}
     for region in attribute_kernels(simplified, optimized):
@@ -73,7 +72,7 @@ def glue_of_regions(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
         op = next(iter(ops.values()))
         # A region of the operator's nodes without its anchor holds its output's Q/DQ (or its input's).
         output_side = op.nodes[0] not in region.nodes and bool(
-            set(region.nodes) & _downstream([op.nodes[0]], simplified.graph))
+            set(region.nodes) & _downstream([op.nodes[0]], simplified_nodes, simplified_readers))
         fraction = dict(region.kernels)
         names = [name for name in fraction if name in nodes]
         transposes = {name for name in names if nodes[name].op_type == "Transpose"}
@@ -94,7 +93,7 @@ def glue_of_regions(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
                     changed = True
         if any(_at_edge(nodes[name], producers, readers, boundary) for name in chosen):
             continue  # glue at the graph's edge is a calibration point's too (an image conv's input)
-        downstream = _downstream([n for n in names if n not in chosen and nodes[n].op_type not in _QDQ | {"Transpose"}], graph)
+        downstream = _downstream([n for n in names if n not in chosen and nodes[n].op_type not in _QDQ | {"Transpose"}], nodes, readers)
         for name in sorted(chosen):
             node = nodes[name]
             kind = _transpose_kind(node, producers, types) if node.op_type == "Transpose" else GLUE_PREFIX + node.op_type
@@ -122,13 +121,18 @@ def _at_edge(node: onnx.NodeProto, producers: Mapping[str, onnx.NodeProto],
     return False
 
 
-def _downstream(sources: list[str], graph: onnx.GraphProto) -> set[str]:
-    """Names of the nodes that read, directly or not, an output of a node in ``sources``."""
+def _readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Tensor -> the nodes that read it."""
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
-    by_name = {node.name: node for node in graph.node}
+    return readers
+
+
+def _downstream(sources: list[str], by_name: Mapping[str, onnx.NodeProto],
+                readers: Mapping[str, list[onnx.NodeProto]]) -> set[str]:
+    """Names of the nodes that read, directly or not, an output of a node in ``sources``."""
     seen: set[str] = set()
     frontier = [by_name[s] for s in sources if s in by_name]
     while frontier:

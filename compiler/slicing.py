@@ -203,13 +203,9 @@ def anatomy(model: onnx.ModelProto | _Graph, op: Operator) -> Anatomy | None:
         if not _sliceable_constant(anchor.input[2], producers, inits, 0 if bias_axis == 0 else
                                    len(shapes.get(anchor.input[2]) or (1,)) - 1):
             ks_axis = None
-    channel: list[tuple[str, str, int]] = []
-    if ks_axis is not None:
-        channel_or_none = _channel_constants(nodes, anchor, shapes, consts, exits[0], out_axis)
-        if channel_or_none is None or not all(_sliceable_constant(c, producers, inits, a) for _, c, a in channel_or_none):
-            ks_axis = None
-        else:
-            channel = channel_or_none
+    channel = _channel_constants(nodes, anchor, shapes, consts, exits[0], out_axis) if ks_axis is not None else []
+    if channel is None or not all(_sliceable_constant(c, producers, inits, a) for _, c, a in channel):
+        ks_axis, channel = None, []
     return Anatomy(anchor, nodes, entries[0], exits[0], ks_axis, out_axis, tuple(channel))
 
 

@@ -225,6 +225,7 @@ def _rewrite(b: _Builder, shape, kind: str, split: int, shapes: Mapping, timing:
     m_total = out_shape[shape.out_axis]
     for part in PARTS:
         made = {o for n in copied for o in n.output if o}
+        lo, hi = (0, split) if part == "cim" else (split, m_total)  # KS: this part's output channels
         extra: list[onnx.NodeProto] = []
         for node in copied:
             copy = onnx.NodeProto()
@@ -234,7 +235,6 @@ def _rewrite(b: _Builder, shape, kind: str, split: int, shapes: Mapping, timing:
                              for i in copy.input]
             copy.output[:] = [f"{o}__{part}" if o else o for o in copy.output]
             if node is anchor and kind == "ks":
-                lo, hi = (0, split) if part == "cim" else (split, m_total)
                 tag = f"{anchor.name}_{part}"
                 w, dq_w = b.sliced_constant(anchor.input[1], shape.ks_axis, lo, hi, tag, m_total)
                 copy.input[1] = w
@@ -245,7 +245,6 @@ def _rewrite(b: _Builder, shape, kind: str, split: int, shapes: Mapping, timing:
                     copy.input[2] = bias
                     extra += dq_b
             if node is not anchor and kind == "ks":
-                lo, hi = (0, split) if part == "cim" else (split, m_total)
                 for name, tensor, axis in shape.channel_constants:
                     if name == node.name:
                         sliced, dq_c = b.sliced_constant(tensor, axis, lo, hi, f"{node.name}_{part}", m_total)
