@@ -32,6 +32,7 @@ from collections.abc import Mapping
 import onnx
 
 from cimsplit.compiler.kernel_attribution import attribute_kernels
+from cimsplit.compiler.qdq_kernels import readers_of
 from cimsplit.compiler.workload import Workload
 
 __all__ = ["GLUE_PREFIX", "GLUE_KINDS", "layout_glue", "glue_of_regions"]
@@ -60,9 +61,9 @@ def glue_of_regions(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
     types = {vi.name: vi.type.tensor_type.elem_type for vi in [*graph.value_info, *graph.input, *graph.output]
              if vi.type.HasField("tensor_type")}
     boundary = {vi.name for vi in [*graph.input, *graph.output]}
-    readers = _readers(graph)
+    readers = readers_of(graph)
     simplified_nodes = {node.name: node for node in simplified.graph.node}
-    simplified_readers = _readers(simplified.graph)
+    simplified_readers = readers_of(simplified.graph)
     owner = {node: op for op in workload.operators if op.m is not None for node in op.nodes}
     glue: dict[str, list[tuple[str, float]]] = {}
     for region in attribute_kernels(simplified, optimized):
@@ -119,15 +120,6 @@ def _at_edge(node: onnx.NodeProto, producers: Mapping[str, onnx.NodeProto],
         frontier += [p for p in [producers.get(current.input[0])] if p is not None and p.op_type in glue]
         frontier += [r for out in current.output for r in readers.get(out, ()) if r.op_type in glue]
     return False
-
-
-def _readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
-    """Tensor -> the nodes that read it."""
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
-    return readers
 
 
 def _downstream(sources: list[str], by_name: Mapping[str, onnx.NodeProto],

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import onnx
 from onnx import TensorProto, numpy_helper
 
-__all__ = ["QdqPair", "onnxruntime_converts_int8_pairs", "converted_pairs", "int8_kernels"]
+__all__ = ["QdqPair", "onnxruntime_converts_int8_pairs", "converted_pairs", "int8_kernels", "readers_of"]
 
 _X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
 _STANDARD = ("", "ai.onnx")
@@ -59,7 +59,7 @@ def _int8_scalar(name: str, initializers: dict[str, TensorProto]) -> int | None:
     return int(values.reshape(-1)[0]) if values.size == 1 else None
 
 
-def _edges(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+def readers_of(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
     """Tensor -> one entry per node input that reads it (a node reading a tensor twice counts twice)."""
     edges: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
@@ -72,7 +72,7 @@ def converted_pairs(graph: onnx.GraphProto) -> dict[str, QdqPair]:
     """The int8 pairs onnxruntime's default converts to uint8 on x86, by the tensor between Q and DQ."""
     initializers = {t.name: t for t in graph.initializer}
     outputs = {o.name for o in graph.output}
-    edges = _edges(graph)
+    edges = readers_of(graph)
     pairs: dict[str, QdqPair] = {}
     for q in graph.node:
         if q.op_type != "QuantizeLinear" or q.domain not in _STANDARD or len(q.input) != 3:
@@ -110,7 +110,7 @@ def int8_kernels(graph: onnx.GraphProto, machine: str | None = None) -> dict[str
     """
     initializers = {t.name: t for t in graph.initializer}
     producers = {out: n for n in graph.node for out in n.output}
-    consumers = _edges(graph)
+    consumers = readers_of(graph)
     pairs = converted_pairs(graph) if onnxruntime_converts_int8_pairs(machine) else {}
 
     def int8_kept(q_or_dq: onnx.NodeProto, tensor: str) -> bool:
