@@ -101,6 +101,22 @@ def test_auto_threshold_is_pairs_per_operator():
     assert auto_candidates(loose)[0][0] == "cpsat"
 
 
+def test_auto_sends_a_nearly_linear_graph_that_splits_at_bottlenecks_to_cpsat():
+    #   a -> {b, c} -> d -> {e, f} -> g: 2 incomparable pairs for 7 operators (nearly linear);
+    #   bottlenecks a, d, g; segments {b, c} and {e, f}: CP-SAT solves them one by one.
+    edges = ((0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0), (3, 4, 0.0), (3, 5, 0.0), (4, 6, 0.0), (5, 6, 0.0))
+    chain = PlacementProblem(names=tuple("abcdefg"), t_host_ns=(10.0,) * 7, t_cim_ns=(1.0,) * 7,
+                             crossbars=(1,) * 7, edges=edges, budget=2)
+    assert auto_candidates(chain) == (["cpsat", "gurobi", "highs"], (
+        "nearly linear graph (2 incomparable operator pairs for 7 operators, < 1 per operator) that splits at "
+        "3 bottlenecks into 2 segments (largest 2 operators)"))
+    result = place(chain, SolveOptions(solver="auto", time_limit_s=20))
+    # Budget 2: the host keeps 5 operators, 50 ns, busy throughout with one branch of each diamond on the
+    # CIM (a, c, d, f, g on the host; b and e on the CIM in parallel with c and f).
+    assert result.solver.name == "cpsat" and result.solver.status == "optimal"
+    assert result.schedule.makespan_ns == 50.0
+
+
 @pytest.mark.parametrize("solver", ["gurobi", "highs", "cpsat"])
 def test_named_solver_runs_that_solver(solver):
     if solver == "gurobi" and gurobi_unavailable_reason():
