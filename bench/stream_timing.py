@@ -17,10 +17,11 @@ throughput plan (``compile --objective throughput``), then run each with
   ``--streams`` such streams one after the other, the median period reported
   and their spread beside it (one stream of 50 frames varies by several % from
   run to run on a 2-core machine);
-* ``--repeat`` single frames: the median measured latency against the modeled
-  latency of one frame alone (the plan's schedule replayed earliest-start: the
-  makespan of a latency plan; a throughput plan's stream schedule has gaps
-  for other frames that one frame alone does not wait for).
+* ``--repeat`` single frames before each stream: the median measured latency
+  over all of them against the modeled latency of one frame alone (the plan's
+  schedule replayed earliest-start: the makespan of a latency plan; a
+  throughput plan's stream schedule has gaps for other frames that one frame
+  alone does not wait for).
 
 Ratios are measured/modeled (target 0.9-1.15 on a quiet machine; the load
 average is printed before and after, since neighbours on the machine inflate
@@ -98,9 +99,12 @@ def measure(out: Path, frames: int, repeat: int, streams: int = 1) -> dict[str, 
         feeds = {s.name: rng.standard_normal([int(d) for d in s.shape]).astype(s.dtype) for s in session.input_specs}
         single = session.run(feeds)
         session.measure_latency(feeds)  # warm-up: loads the pieces, fills onnxruntime's arena
-        singles = [session.measure_latency(feeds) for _ in range(repeat)]
+        # Rounds of single frames and a stream, as --measure-pieces measures: a frame's time comes in bursts.
+        singles, runs = [], []
+        for k in range(max(1, streams)):
+            singles += [session.measure_latency(feeds) for _ in range(repeat)]
+            runs.append(session.measure_stream([feeds] * frames, warm_up=(k == 0)))
         latency = statistics.median(r.latencies_ns[0] for r in singles)
-        runs = [session.measure_stream([feeds] * frames, warm_up=(k == 0)) for k in range(max(1, streams))]
         periods = sorted(r.period_ns for r in runs)
         run = next(r for r in runs if r.period_ns == periods[(len(periods) - 1) // 2])  # the median (lower) run
         host = [t for t in run.tasks if t.resource == "host"]
@@ -213,12 +217,14 @@ def main() -> int:
     say(f"load average at end {load_average()}")
     say(f"P: stream period (measured over {args.frames} frames: spacing of the finishes of frames "
         f"{args.frames // 10}..{args.frames - 1 - args.frames // 10}; the median of {args.streams} such streams, "
-        f"P rng their spread (max - min) / median); L: one frame alone (median of {args.repeat}); K: frames in flight; "
+        f"P rng their spread (max - min) / median); L: one frame alone (median of {args.streams} x {args.repeat}, "
+        f"{args.repeat} before each stream); K: frames in flight; "
         "improv: throughput plan's P against the latency plan's; pieces: host runs per frame; host, cpu: the "
         "stream's host pieces, wall time and CPU time of the host thread (which neighbours' preemption does not "
         "inflate), over their modeled time; same: every frame's outputs equal the single-frame outputs"
         + ("; P pcs, L pcs: the period and one frame's latency predicted with the host pieces measured at compile "
-           f"(--measure-pieces, a stream of {args.measure_pieces} frames, 10 single frames) and the ratios against them; "
+           f"(--measure-pieces: 3 rounds of 10 single frames and a stream of {args.measure_pieces} frames) and the "
+           "ratios against them; "
            "cpu pcs: the stream's host pieces' CPU time over their costs measured at compile; Pcpu r, Lcpu r: the "
            "period and latency these runs would have had without preemption (the executor's rules, dry, on their "
            "pieces' CPU times) over the pieces' prediction; P ops N: the period the executor's rules give a "

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "each host piece's CPU time where the runtime runs it, and record in plan.json the "
                              "latency and period predicted with those costs (host_pieces)")
     parser.add_argument("--measure-frames", type=int, default=20, metavar="N",
-                        help="frames of each of the 3 measuring streams with --measure-pieces (default 20; single frames: 10)")
+                        help="frames of each of the 3 measuring streams with --measure-pieces (default 20; each follows 10 single frames)")
     HardwareArgs.add_to_parser(parser)
     SOLVER.add_to_parser(parser)
     parser.set_defaults(func=run)

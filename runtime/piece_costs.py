@@ -12,16 +12,21 @@ the per-operator costs say (``bench/results/host_pieces_diagnosis.txt``).
 
 :func:`measure_host_pieces` measures each piece where it runs: the CPU time
 of the host thread (``time.thread_time``, which a neighbour's preemption does
-not inflate) per call: the median over ``repeat`` single frames (the latency
-schedule's pieces) and the mean over ``streams`` streams of ``frames`` frames
-(the stream schedule's pieces, with the plan's frames in flight; a period is a
-mean), each after an untimed warm-up pass.  One stream is not enough on a
-shared machine: on this 2-core VM the host pieces' CPU time per frame of
-YOLOv5n's throughput plan at 100 crossbars varied 8.1-11.2 ms between four
-consecutive 50-frame streams of one process, with nothing else running
-(small pieces whose inputs are cold are the most sensitive to what the
-machine's neighbours do to the caches), where the whole model in one session
-varied 52-58 ms per frame.  The prediction is then the timed executor's
+not inflate) per call, in ``rounds`` rounds (3 by default) of ``repeat``
+single frames each followed by a stream of ``frames`` frames (when the plan
+has a stream schedule): the median over all single frames (the latency
+schedule's pieces) and the mean over all streams (the stream schedule's
+pieces, with the plan's frames in flight; a period is a mean), after an
+untimed warm-up pass.  One round is not enough on a shared machine: on this
+2-core VM the host pieces' CPU time per frame of YOLOv5n's throughput plan at
+100 crossbars varied 8.1-11.2 ms between four consecutive 50-frame streams of
+one process, with nothing else running (small pieces whose inputs are cold
+are the most sensitive to what the machine's neighbours do to the caches),
+where the whole model in one session varied 52-58 ms per frame; and its
+latency plan's single frames come in bursts: 80 consecutive ones took
+27-28 ms of host CPU time for a minute, then 31-44 ms for ten frames, so
+blocks of 10 single frames gave medians 18.8-23.3 ms apart.  Rounds spread
+the samples over the measurement's time.  The prediction is then the timed executor's
 own rules (host in the schedule's order, CIM and bus emulated, frames
 admitted ``frames_in_flight`` at a time) in a dry run with those costs
 (:meth:`~cimsplit.runtime.session.Session.predict`): one frame's latency, and
@@ -129,11 +134,13 @@ class HostPieces:
     load_average_after: tuple[float, float, float]
     source: str = "host pieces measured in the runtime: CPU time of the host thread per call, median"
     streams: int = 1
+    rounds: int = 1
+    """Rounds of ``repeat`` single frames (each followed by one of the ``streams`` streams)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "latency": self.latency.to_json(),
                 "stream": None if self.stream is None else self.stream.to_json(), "repeat": self.repeat,
-                "frames": self.frames, "streams": self.streams, "cpu": self.cpu, "ort_version": self.ort_version,
+                "frames": self.frames, "streams": self.streams, "rounds": self.rounds, "cpu": self.cpu, "ort_version": self.ort_version,
                 "load_average_before": list(self.load_average_before), "load_average_after": list(self.load_average_after)}
 
     @classmethod
@@ -142,7 +149,7 @@ class HostPieces:
         return cls(PieceTiming.from_json(data["latency"]), None if stream is None else PieceTiming.from_json(stream),
                    int(data["repeat"]), int(data["frames"]), str(data["cpu"]), str(data["ort_version"]),
                    _triple(data["load_average_before"]), _triple(data["load_average_after"]), str(data["source"]),
-                   int(data.get("streams", 1)))
+                   int(data.get("streams", 1)), int(data.get("rounds", 1)))
 
 
 def host_pieces_of(report: Mapping[str, Any]) -> HostPieces | None:
@@ -218,25 +225,31 @@ def latency_prediction(session: Any, pieces: HostPieces | None) -> float | None:
 
 
 def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: int = 0,
-                        streams: int = 3) -> HostPieces:
+                        rounds: int = 3) -> HostPieces:
     """Measure the host pieces of ``session`` (a :class:`~cimsplit.runtime.session.Session` with modeled CIM
-    timing) and predict one frame's latency and, when the plan has a stream schedule, its period (the pieces'
-    mean CPU time over ``streams`` streams of ``frames`` frames)."""
+    timing) in ``rounds`` rounds of ``repeat`` single frames, each followed by a stream of ``frames`` frames
+    when the plan has a stream schedule, and predict one frame's latency (the pieces' median CPU time over
+    all single frames) and the stream's period (their mean over all streams)."""
     rng = np.random.default_rng(seed)
     feeds = session.check_feeds({s.name: _random(rng, s.dtype, s.shape) for s in session.input_specs})
+    plan = session.manifest.plan
+    streaming = plan.stream is not None and plan.period_ns is not None
+    frames, rounds, repeat = max(2, frames), max(1, rounds), max(1, repeat)
     before = load_average()
     session.measure_latency(feeds, warm_up=True)
-    runs = [session.measure_latency(feeds) for _ in range(max(1, repeat))]
-    latency = _timing(session, "latency", runs, 1, session.timeline.makespan_ns, mean=False)
-    plan = session.manifest.plan
+    singles: list[TimedRun] = []
+    streams: list[TimedRun] = []
+    for k in range(rounds):
+        singles += [session.measure_latency(feeds) for _ in range(repeat)]
+        if streaming:
+            streams.append(session.measure_stream([feeds] * frames, warm_up=(k == 0)))
+    latency = _timing(session, "latency", singles, 1, session.timeline.makespan_ns, mean=False)
     stream = None
-    if plan.stream is not None and plan.period_ns is not None:
-        frames = max(2, frames)
-        runs = [session.measure_stream([feeds] * frames, warm_up=(k == 0)) for k in range(max(1, streams))]
+    if streaming:
         steady = max(200, STEADY_FRAMES_PER_FLIGHT * session.frames_in_flight)
-        stream = _timing(session, "stream", runs, steady, plan.period_ns, mean=True)
-    return HostPieces(latency, stream, max(1, repeat), frames if stream else 0, cpu_model(), ort.__version__,
-                      before, load_average(), streams=max(1, streams) if stream else 0)
+        stream = _timing(session, "stream", streams, steady, plan.period_ns, mean=True)
+    return HostPieces(latency, stream, repeat, frames if stream else 0, cpu_model(), ort.__version__,
+                      before, load_average(), streams=len(streams), rounds=rounds)
 
 
 def write_host_pieces(directory: str | Path, pieces: HostPieces) -> None:

@@ -61,9 +61,10 @@ def test_a_dry_run_times_the_host_pieces_it_is_given(stream_dir) -> None:
 
 def test_measured_pieces_are_recorded_and_predicted_with(stream_dir, tmp_path, capsys) -> None:
     with Session(stream_dir, cim_timing="modeled") as session:
-        measured = measure_host_pieces(session, repeat=2, frames=4, streams=2)
+        measured = measure_host_pieces(session, repeat=2, frames=4, rounds=2)
         assert [p.name for p in measured.latency.pieces] == [p.name for p in session._executor("latency").pieces]
-        assert measured.stream is not None and (measured.frames, measured.streams, measured.repeat) == (4, 2, 2)
+        assert measured.stream is not None
+        assert (measured.frames, measured.streams, measured.repeat, measured.rounds) == (4, 2, 2, 2)
         assert all(p.measured_ns > 0 for p in measured.latency.pieces + measured.stream.pieces)
         assert (measured.latency.ops_predicted_ns, measured.latency.plan_ns) == (4039.0, 4039.0)
         assert measured.stream.plan_ns == 3287.5 and measured.stream.ops_predicted_ns == pytest.approx(3287.5)
