@@ -276,7 +276,8 @@ def _annotate(placed: PlacedModel) -> _Annotated:
 
 
 def _split(annotated: _Annotated) -> _Split:
-    return _Split(annotated, split(annotated.annotated, annotated.devices, annotated.placed.hardware))
+    return _Split(annotated, split(annotated.annotated, annotated.devices, annotated.placed.hardware,
+                                   whole=annotated.placed.model))
 
 
 _ONNX_DOMAINS = frozenset({"", "ai.onnx", *(schema.domain for schema in onnx.defs.get_all_schemas())})

@@ -60,16 +60,21 @@ class SplitResult:
     """The stitched top-level model (partition calls + transfers)."""
 
 
-def split(model: onnx.ModelProto, devices: Mapping[str, str], hardware: Hardware) -> SplitResult:
+def split(model: onnx.ModelProto, devices: Mapping[str, str], hardware: Hardware,
+          whole: onnx.ModelProto | None = None) -> SplitResult:
     """Group, then write partitions and the top level; every model passes ``onnx.checker`` full check.
 
     Transfers are priced by ``hardware``'s bus (see :func:`plan_split`).  Cut int8 QDQ
-    pairs become uint8 where onnxruntime would convert them (:mod:`.unsigned_cuts`).
+    pairs become uint8 where onnxruntime would convert them in ``whole`` (the model
+    before slicing; default ``model``) (:mod:`.unsigned_cuts`).
     """
     plan = plan_split(model, devices, hardware)
     if onnxruntime_converts_int8_pairs():
-        partition_of = {name: spec.name for spec in plan.partitions for name in spec.nodes}
-        model, converted = unsigned_cuts(model, partition_of)
+        partitions_of: dict[str, set[str]] = {}
+        for spec in plan.partitions:
+            for name in spec.nodes:
+                partitions_of.setdefault(name, set()).add(spec.name)
+        model, converted = unsigned_cuts(model, partitions_of, whole)
         if converted:  # the same partitions; they now read the new uint8 zero points
             plan = plan_split(model, devices, hardware)
     partitions = {spec.name: partition_model(model, spec) for spec in plan.partitions}

@@ -13,39 +13,59 @@ is exact: ``q_u8 = q_s8 + 128`` for every input, and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from cimsplit.compiler.qdq_kernels import QdqPair, converted_pairs
+from cimsplit.compiler.qdq_kernels import QdqPair, converted_pairs, readers_of
 
 __all__ = ["unsigned_cuts"]
 
 
-def unsigned_cuts(model: onnx.ModelProto, partition_of: dict[str, str]) -> tuple[onnx.ModelProto, tuple[str, ...]]:
+def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
+                  whole: onnx.ModelProto | None = None) -> tuple[onnx.ModelProto, tuple[str, ...]]:
     """``model`` with every cut int8 Q -> DQ pair onnxruntime would convert made uint8, and the tensors converted.
 
-    ``partition_of`` maps node names to partition names; a pair is cut when
-    its Q and DQ are in different partitions.
+    ``partitions_of`` maps node names to the partitions that hold them (a DQ on a
+    boundary is copied into its readers' partitions); a pair is cut when a DQ
+    reading its tensor is in a partition its Q is not.  ``whole``: the model
+    onnxruntime would run whole, whose pairs are the ones it converts (default
+    ``model``).  A sliced model is not that model: both parts of a sliced
+    operator read the one DQ of its input, a DQ with two readers that
+    onnxruntime would duplicate and not convert, where the whole model's DQ has
+    one reader and is converted (ViT-Tiny S8S8 per tensor: a KS-sliced qkv
+    MatMul ran DQ + float MatMul in its parts, QLinearMatMul whole, 0.25 off).
+    Every DQ of the pair's tensor is converted with its Q.
     """
-    cut = [pair for pair in converted_pairs(model.graph).values()
-           if partition_of.get(pair.quantize) != partition_of.get(pair.dequantize)]
+    readers = readers_of(model.graph)
+    quantizers = {node.name for node in model.graph.node if node.op_type == "QuantizeLinear"}
+    cut = []
+    for pair in converted_pairs((whole or model).graph).values():
+        dequantizers = readers.get(pair.tensor, [])
+        if (pair.quantize not in quantizers or not dequantizers
+                or any(d.op_type != "DequantizeLinear" or d.input[0] != pair.tensor for d in dequantizers)):
+            continue  # the slicing rewrite replaced the pair (a sliced operator's output): leave it as it is
+        home = partitions_of.get(pair.quantize, set())
+        if any(partitions_of.get(d.name, set()) - home for d in dequantizers):
+            cut.append((pair, [d.name for d in dequantizers]))
     if not cut:
         return model, ()
     converted = onnx.ModelProto()
     converted.CopyFrom(model)
     _convert(converted, cut)
-    return converted, tuple(pair.tensor for pair in cut)
+    return converted, tuple(pair.tensor for pair, _ in cut)
 
 
-def _convert(model: onnx.ModelProto, pairs: list[QdqPair]) -> None:
+def _convert(model: onnx.ModelProto, pairs: list[tuple[QdqPair, list[str]]]) -> None:
     graph = model.graph
     nodes = {node.name: node for node in graph.node}
     infos = {vi.name: vi for vi in graph.value_info}
     zero_points = {t.name: t for t in graph.initializer}
     taken = set(zero_points) | {o for node in graph.node for o in node.output}
-    for pair in pairs:
-        q, dq = nodes[pair.quantize], nodes[pair.dequantize]
+    for pair, dequantizers in pairs:
+        q = nodes[pair.quantize]
         name, k = f"{pair.tensor}_zero_point_u8", 0
         while name in taken:
             k += 1
@@ -53,7 +73,9 @@ def _convert(model: onnx.ModelProto, pairs: list[QdqPair]) -> None:
         taken.add(name)
         shape = numpy_helper.to_array(zero_points[q.input[2]]).shape
         graph.initializer.append(numpy_helper.from_array(np.full(shape, pair.zero_point + 128, np.uint8), name))
-        q.input[2] = dq.input[2] = name
+        q.input[2] = name
+        for dq in dequantizers:
+            nodes[dq].input[2] = name
         if pair.tensor in infos:
             infos[pair.tensor].type.tensor_type.elem_type = TensorProto.UINT8
         else:

@@ -138,7 +138,8 @@ def test_cut_int8_pairs_become_uint8_where_onnxruntime_converts_them() -> None:
     q_c -> dq_c is cut (q_c on the CIM, dq_c with the graph outputs on the host): the split converts it."""
     model = qdq_fork(np.int8)
     plan = split(model, FORK_DEVICES, BUS_OWN).plan
-    partition_of = {name: spec.name for spec in plan.partitions for name in spec.nodes}
+    partition_of = {name: {spec.name for spec in plan.partitions if name in spec.nodes}
+                    for spec in plan.partitions for name in spec.nodes}
     converted, tensors = unsigned_cuts(model, partition_of)
     assert tensors == ("qc",)
     zero_points = {t.name: t for t in converted.graph.initializer}

@@ -188,6 +188,24 @@ def test_ks_slices_the_constant_of_a_fused_bias_add(tmp_path):
             assert cim_bias == ([4] if k == 0 or "Add" not in cim else [1, 4, 1, 1])
 
 
+def test_ks_parts_of_an_int8_matmul_read_the_uint8_pair_onnxruntime_makes_whole(tmp_path):
+    # x -> Sigmoid -> Q -> DQ -> MatMul: the pair joins the Sigmoid's operator, and both KS parts read its DQ.
+    # onnxruntime (x86) runs the whole model's pair as uint8 and the MatMul as QLinearMatMul; a part that
+    # reads the int8 tensor alone gets DQ + a float MatMul, off by a quantization step (ViT-Tiny: 0.25).
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((16, 12)).astype(np.float32), "w")
+    net = _model([helper.make_node("Sigmoid", ["x"], ["s"], name="sig"), helper.make_node("MatMul", ["s", "w"], ["y"], name="mm")],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 12])], [w])
+    model = onnx.load(quantize_static_qdq(net, tmp_path, per_channel=False))
+    got, expected, built = split_run(model, _kind("ks"))
+    assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+    dq = next(n for n in built.annotated.graph.node if n.op_type == "DequantizeLinear" and n.input[0].startswith("s"))
+    cim = next(p for name, p in built.split.partitions.items() if name.startswith("cim"))
+    assert [i.type.tensor_type.elem_type for i in cim.graph.input] == [TensorProto.UINT8]
+    assert dq.input[0] in [i.name for i in cim.graph.input]
+
+
 def test_no_ks_for_a_matmul_whose_weight_is_dequantized_per_channel(tmp_path):
     # onnxruntime runs it as a float GEMM on a weight made at run time, whose parts MLAS sums in another
     # order than the whole: KS would break the int8 bit-identity.  Per tensor it runs as QLinearMatMul
