@@ -67,14 +67,17 @@ def residual_net() -> onnx.ModelProto:
     return model
 
 
+_MODELS = tempfile.TemporaryDirectory(prefix="cimsplit-qdq-prop-")
+"""The quantized nets of :func:`quantized`, for the test process's lifetime (removed when it ends)."""
+
+
 @functools.cache
 def quantized(config: int) -> tuple[str, object]:
     """(path, loaded front-end model) of the residual net in quantizer configuration ``config``."""
     from cimsplit.models.quantize import quantize_qdq
 
     activations, per_channel = CONFIGS[config]
-    folder = Path(tempfile.mkdtemp(prefix="cimsplit-qdq-prop-"))
-    path = folder / f"residual_{activations}_{per_channel}.onnx"
+    path = Path(_MODELS.name) / f"residual_{activations}_{per_channel}.onnx"
     onnx.save(quantize_qdq(residual_net(), activations=activations, per_channel=per_channel), path)
     return str(path), load(path)
 
