@@ -268,3 +268,47 @@ def test_a_qlinearconv_chain_charges_each_kernel_to_its_own_conv(loaded) -> None
     convs = [region for region in regions if any(by_type[n] == "Conv" for n in region.nodes)]
     assert [sum(by_type[n] == "Conv" for n in region.nodes) for region in convs] == [1, 1]
     assert [[kernel_type[k] for k, _ in region.kernels].count("QLinearConv") for region in convs] == [1, 1]
+
+
+# x -> Q -> DQ xd --------------------------------------------\
+#            xd -> MaxPool 5x5 -> Q -> DQ md ------------------- Concat -> Q -> DQ -> y
+#                                 md -> MaxPool 5x5 -> Q -> DQ -/
+#   (YOLO's SPPF) ORT: each shared DQ is duplicated per reader first; the MaxPools run on the 8-bit tensors
+#   (their DQ copies and Qs dropped), a QLinearConcat reads them too (here: Q, MaxPool, MaxPool, QLinearConcat, DQ)
+def qdq_pool_fork() -> onnx.ModelProto:
+    return parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        sppf (float[1,8,8,8] x) => (float[1,24,8,8] y) {
+          xq = QuantizeLinear(x, s, z)
+          xd = DequantizeLinear(xq, s, z)
+          m0 = MaxPool <kernel_shape = [5,5], pads = [2,2,2,2]> (xd)
+          m0q = QuantizeLinear(m0, s, z)
+          md = DequantizeLinear(m0q, s, z)
+          m1 = MaxPool <kernel_shape = [5,5], pads = [2,2,2,2]> (md)
+          m1q = QuantizeLinear(m1, s, z)
+          m1d = DequantizeLinear(m1q, s, z)
+          c = Concat <axis = 1> (xd, md, m1d)
+          cq = QuantizeLinear(c, s, z)
+          y = DequantizeLinear(cq, s, z)
+        }""",
+        ACT,
+    )
+
+
+def test_a_dequantize_read_by_two_operators_joins_neither_region(loaded) -> None:
+    model = loaded(qdq_pool_fork())
+    optimized = optimized_model(model.model)
+    kernel_type = {node.name: node.op_type for node in optimized.graph.node}
+    if list(kernel_type.values()).count("MaxPool") != 2:
+        pytest.skip("onnxruntime runs these pools otherwise here")
+    regions = attribute_kernels(model.model, optimized)
+    by_type = {node.name: node.op_type for node in model.model.graph.node}
+    pools = [region for region in regions if any(kernel_type[k] == "MaxPool" for k, _ in region.kernels)]
+    # Each MaxPool kernel is its own operator's: the MaxPool and the Q it absorbs, no Concat (before: one region
+    # of both MaxPools, the Concat and the shared DQs, split among them by their level-off times).
+    assert sorted(sorted(by_type[n] for n in region.nodes) for region in pools) == [["MaxPool", "QuantizeLinear"]] * 2
+    assert all([kernel_type[k] for k, _ in region.kernels] == ["MaxPool"] for region in pools)
+    concat = next(region for region in regions if any(by_type[n] == "Concat" for n in region.nodes))
+    assert "MaxPool" not in {by_type[n] for n in concat.nodes}
+    assert "MaxPool" not in {kernel_type[k] for k, _ in concat.kernels}
