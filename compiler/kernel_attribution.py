@@ -20,7 +20,7 @@ still produce, so the two graphs are matched through tensor names:
   casts) lie inside the piece of the kernel that needs them, so they are
   charged with it;
 * kernels that pass renamed tensors (the ``reorder_token`` chain of the NCHWc
-  layout, a fused SiLU) are matched through their names: ONNX Runtime names an
+  layout, a fused SiLU, a ``QLinear<Op>`` named after its ``<Op>``) are matched through their names: ONNX Runtime names an
   NCHWc node ``<tensor>_nchwc`` after the tensor it computes (a Conv that adds
   a residual computes that Add, and its activation after it) and a fusion
   ``<node>/<Name>Fusion/`` after its last node.  Without that, a float CNN's
@@ -198,6 +198,24 @@ def _qlinear_output(node: onnx.NodeProto, s_nodes: Mapping[str, onnx.NodeProto],
     return None if quantize is None else _past_folded(quantize.output[0], s_nodes, s_consumers, o_names)
 
 
+def _qlinear_twin_output(node: onnx.NodeProto, s_nodes: Mapping[str, onnx.NodeProto],
+                         s_consumers: Mapping[str, list[str]], o_names: set[str]) -> str | None:
+    """The simplified tensor the kernel of a QDQ node unit named after its ``<Op>`` node computes, or None.
+
+    ONNX Runtime names the QLinearAdd, QLinearConcat, QLinearSigmoid ... of a QDQ
+    node unit, and the ``<Op>`` it runs on the 8-bit tensor when it drops the unit's
+    Q/DQ (Transpose, Reshape, MaxPool), after the unit's node; its output, that
+    node's QuantizeLinear output, is renamed or retyped (int8 -> uint8), so without
+    this two adjacent quantized ops (QLinearAdd -> QLinearSigmoid) were one region.
+    """
+    twin = s_nodes.get(node.name)
+    if (twin is None or node.op_type not in (twin.op_type, "QLinear" + twin.op_type)
+            or len(node.output) != 1 or not twin.output):
+        return None
+    quantize = _only_reader(twin.output[0], ("QuantizeLinear",), s_nodes, s_consumers)
+    return None if quantize is None else _past_folded(quantize.output[0], s_nodes, s_consumers, o_names)
+
+
 def _only_reader(tensor: str, op_types: tuple[str, ...], s_nodes: Mapping[str, onnx.NodeProto],
                  s_consumers: Mapping[str, list[str]]) -> onnx.NodeProto | None:
     readers = s_consumers.get(tensor, [])
@@ -257,7 +275,8 @@ def attribute_kernels(
             s_consumers[name].append(node.name)
     for node in o_graph.node:
         made = (_nchwc_output(node, s_nodes, s_producers, s_consumers) or _fusion_output(node, s_nodes)
-                or _qlinear_output(node, s_nodes, s_consumers, o_names))
+                or _qlinear_output(node, s_nodes, s_consumers, o_names)
+                or _qlinear_twin_output(node, s_nodes, s_consumers, o_names))
         if made is not None and node.output[0] not in alias:
             alias[node.output[0]] = made
         elif node.op_type == "QuantizeLinear" and node.output and node.output[0] in alias:

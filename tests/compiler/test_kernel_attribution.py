@@ -312,3 +312,44 @@ def test_a_dequantize_read_by_two_operators_joins_neither_region(loaded) -> None
     concat = next(region for region in regions if any(by_type[n] == "Concat" for n in region.nodes))
     assert "MaxPool" not in {by_type[n] for n in concat.nodes}
     assert "MaxPool" not in {kernel_type[k] for k, _ in concat.kernels}
+
+
+ACT8 = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(3, np.int8), "z")]
+
+
+# a, b -> Q -> DQ -> Add -> Q -> DQ -> Sigmoid -> Q -> DQ -> y (int8 pairs)
+#   ORT (x86): QLinearAdd and QLinearSigmoid, named after their nodes; the int8 pair between them converted to
+#   uint8, so the tensor between the kernels has another name and type than the simplified one
+def qdq_add_sigmoid() -> onnx.ModelProto:
+    return parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        qas (float[1,8,8,8] a, float[1,8,8,8] b) => (float[1,8,8,8] y) {
+          aq = QuantizeLinear(a, s, z)
+          ad = DequantizeLinear(aq, s, z)
+          bq = QuantizeLinear(b, s, z)
+          bd = DequantizeLinear(bq, s, z)
+          t = Add(ad, bd)
+          tq = QuantizeLinear(t, s, z)
+          td = DequantizeLinear(tq, s, z)
+          g = Sigmoid(td)
+          gq = QuantizeLinear(g, s, z)
+          y = DequantizeLinear(gq, s, z)
+        }""",
+        ACT8,
+    )
+
+
+def test_adjacent_qlinear_kernels_are_charged_to_their_own_nodes(loaded) -> None:
+    model = loaded(qdq_add_sigmoid())
+    optimized = optimized_model(model.model)
+    kernel_type = {node.name: node.op_type for node in optimized.graph.node}
+    if not {"QLinearAdd", "QLinearSigmoid"} <= set(kernel_type.values()):
+        pytest.skip("onnxruntime runs these ops otherwise here")
+    regions = attribute_kernels(model.model, optimized)
+    by_type = {node.name: node.op_type for node in model.model.graph.node}
+    found = {kernel_type[k]: sorted(by_type[n] for n in region.nodes) for region in regions for k, _ in region.kernels
+             if kernel_type[k].startswith("QLinear")}
+    # Before: one region of both ops and their Q/DQs, the two kernels split between Add and Sigmoid by level-off times.
+    assert found == {"QLinearAdd": ["Add", "DequantizeLinear", "DequantizeLinear", "QuantizeLinear"],
+                     "QLinearSigmoid": ["DequantizeLinear", "QuantizeLinear", "Sigmoid"]}
