@@ -2,8 +2,9 @@
 
 A conv (unless it reads an image) or a depthwise conv sits between two pointwise
 convs, so onnxruntime keeps its blocked layout across it; an int8 element-wise
-op follows a conv (the quantizer leaves one that reads the float graph input
-unquantized); binary ops and Concat read two tensors; a float Concat joins two convs' outputs
+op reads convs' outputs (the quantizer leaves one that reads the float graph input
+unquantized, and no network quantizes a graph input between two quantized ops), an
+int8 activation an Add of two convs; binary ops and Concat read two tensors; a float Concat joins two convs' outputs
 and feeds a conv (onnxruntime runs it on their blocked layout); a Reshape or
 Flatten is read by a Relu (a view in a network, a copy as the graph's output).  :func:`keep_int8` adds
 the fork after which onnxruntime keeps a quantized side int8 (the ``-s8in`` /
@@ -47,7 +48,10 @@ SECOND_INPUT = "x2"
 MEASURED_INPUT = "x_measured"
 """The measured operator's input when it is not the graph input ``x``."""
 BLOCKED_SECOND = "x_measured_2"
-"""The second operand of a float Concat point, another conv's output."""
+"""The second operand of a float Concat or int8 binary point, another conv's output."""
+NEIGHBOUR_OUTPUT = "x_conv"
+"""The first conv's output of an int8 activation point (the Add of two convs feeds the activation)."""
+BINARY = frozenset({"Add", "Mul", "Sub", "Div", "Concat"})
 VIEWS = frozenset({"Reshape", "Flatten"})
 """Ops that only relabel their input's shape: measured with a reader, not as the graph's output."""
 MEASURED_NODE = "calibration_measured"
@@ -110,13 +114,24 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
     else:
         c, h = point.get("c"), point.get("h")
         x_shape = x2_shape = [1, c, h, h]
-        if point.kind.startswith(INT8_PREFIX) and kind not in ACTIVATIONS:
-            # After a conv, as in a network: the quantizer leaves an op that reads the float graph
-            # input unquantized.  (An activation after a conv would fuse into it, so it reads x.)
+        if point.kind.startswith(INT8_PREFIX):
+            # Between quantized ops, as in a network: each operand made by a conv, whose QuantizeLinear
+            # runs in its QLinearConv (from a float graph input the quantizer leaves an op unquantized, and
+            # an operand's own QuantizeLinear kernel was charged to the measured op: no network has it).
+            # An activation follows an Add of two convs, as a residual block's Relu does (after a conv
+            # it would fuse into it).
             x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
-            nodes = [helper.make_node("Conv", ["x", const("w_in", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
-                                      kernel_shape=[1, 1])]
-            more, outputs = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT)
+
+            def conv(index: int, output: str) -> onnx.NodeProto:
+                return helper.make_node("Conv", ["x", const(f"w_in{index}", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))],
+                                        [output], kernel_shape=[1, 1])
+
+            if kind in ACTIVATIONS:
+                nodes = [conv(0, NEIGHBOUR_OUTPUT), conv(1, BLOCKED_SECOND),
+                         helper.make_node("Add", [NEIGHBOUR_OUTPUT, BLOCKED_SECOND], [MEASURED_INPUT])]
+            else:
+                nodes = [conv(0, MEASURED_INPUT)] + ([conv(1, BLOCKED_SECOND)] if kind in BINARY else [])
+            more, outputs = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT, BLOCKED_SECOND)
             nodes += more
         elif kind == "Concat":
             # Between pointwise convs, as in a CNN's blocks: onnxruntime concatenates the convs' blocked
@@ -169,8 +184,8 @@ def build_glue_point(point: GridPoint) -> onnx.ModelProto:
 
 
 def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str, np.ndarray], str],
-                   x: str) -> tuple[list[onnx.NodeProto], list[str]]:
-    """The nodes of an element-wise point reading ``x`` (and the graph input ``x2`` when binary)."""
+                   x: str, second: str = SECOND_INPUT) -> tuple[list[onnx.NodeProto], list[str]]:
+    """The nodes of an element-wise point reading ``x`` (and ``second``, by default the graph input ``x2``, when binary)."""
     make = helper.make_node
     unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "GlobalAveragePool", "Softmax"}
     if kind in unary:
@@ -178,7 +193,7 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
     # Two operands of their own, as in a network: one tensor read twice would give its int8
     # DequantizeLinear two readers, which onnxruntime duplicates, keeping the pair int8.
     if kind in ("Add", "Mul", "Sub", "Div"):
-        return [make(kind, [x, SECOND_INPUT], ["y"])], ["y"]
+        return [make(kind, [x, second], ["y"])], ["y"]
     if kind == "Clip":
         return [make("Clip", [x, const("lo", np.float32(0)), const("hi", np.float32(6))], ["y"])], ["y"]
     if kind == "Pow":
@@ -195,7 +210,7 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
     if kind == "Transpose":
         return [make("Transpose", [x], ["y"], perm=[0, 2, 3, 1])], ["y"]
     if kind == "Concat":
-        return [make("Concat", [x, SECOND_INPUT], ["y"], axis=1)], ["y"]
+        return [make("Concat", [x, second], ["y"], axis=1)], ["y"]
     if kind == "Split":
         return [make("Split", [x, const("split", np.array([c // 2, c - c // 2], np.int64))], ["y", "z"], axis=1)], ["y", "z"]
     if kind == "Slice":

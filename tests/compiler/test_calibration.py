@@ -8,14 +8,22 @@ from pathlib import Path
 import onnx
 import pytest
 
-from cimsplit.compiler.calibration import ELEMENT_OPS, GridPoint, build_point, gemm_descriptors, grid, measured_operator
+from cimsplit.compiler.calibration import (
+    ELEMENT_OPS,
+    GridPoint,
+    build_point,
+    gemm_descriptors,
+    grid,
+    measured_operator,
+    point_model,
+)
 from cimsplit.compiler.calibration_models import MEASURED_NODE
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_glue import GLUE_KINDS
 from cimsplit.compiler.host_model import operator_features, operator_kind, plain_kind
 from cimsplit.compiler.kernel_attribution import attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
-from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
+from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
 
 ZOO_SHAPES = Path(__file__).with_name("zoo_gemm_shapes.json")
 
@@ -133,3 +141,24 @@ def test_the_measured_conv_is_charged_its_own_kernel_only(tmp_path: Path) -> Non
     regions = attribute_kernels(loaded.model, optimized_model(loaded.model))
     assert [region.nodes for region in regions if MEASURED_NODE in region.nodes] == [(MEASURED_NODE,)]
     assert len(regions) == 3
+
+
+@pytest.mark.parametrize(("kind", "n_out"), [
+    ("int8:Add", 16 * 100), ("int8:Concat", 2 * 16 * 100), ("int8:Sigmoid", 16 * 100), ("int8:Relu-s8out", 16 * 100),
+])
+def test_int8_element_points_read_quantized_ops_not_a_graph_input(tmp_path: Path, kind: str, n_out: int) -> None:
+    """Each operand is a conv's output (an activation's the Add of two): no QuantizeLinear of a float graph input is
+    the measured op's (it was its kernel, which no network runs), and a kept int8 activation has a point (it had none)."""
+    if kind.endswith("-s8out") and not onnxruntime_converts_int8_pairs():
+        pytest.skip("no kernel kinds where onnxruntime keeps int8 pairs")
+    point = GridPoint(kind, (("c", 16), ("h", 10)))
+    model = point_model(point)
+    assert [i.name for i in model.graph.input] == ["x"]
+    onnx.save(model, tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    kernels = int8_kernels(loaded.model.graph)
+    op = measured_operator(point, [(op, operator_kind(op, types, kernels.get(op.name, ""))) for op in loaded.workload.operators])
+    assert operator_kind(op, types, kernels.get(op.name, "")) == kind and op.n_out == n_out
+    inputs = {node.name: node.input[0] for node in loaded.model.graph.node}
+    assert not [node for node in op.nodes if types[node] == "QuantizeLinear" and inputs[node] == "x"]
