@@ -17,7 +17,8 @@ from typing import Any, Protocol
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.host_glue import GLUE_KINDS, layout_glue
+from cimsplit.compiler.host_fused import activation_kernels
+from cimsplit.compiler.host_glue import GLUE_KINDS, glue_of_regions
 from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, fused_activations, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
@@ -73,16 +74,25 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     latencies: dict[str, float] = {}
     missing: dict[str, str] = {}
     glue: dict[str, list[tuple[str, float]]] = {}
+    fused: dict[str, list[tuple[str, dict[str, float]]]] = {}
     if all(kind in host_model.fits for kind in GLUE_KINDS):  # calibrations from before the glue kinds predict without
-        glue = layout_glue(model, workload, level=host_model.level, threads=host_model.threads)
+        from cimsplit.compiler.ort_profiler import optimized_model
+
+        optimized = optimized_model(model, host_model.level, host_model.threads)
+        glue = glue_of_regions(model, optimized, workload)
+        fused = activation_kernels(model, optimized, workload)
     for op in workload.operators:
         kind = operator_kind(op, node_types, kernels.get(op.name, ""))
         if kind not in host_model.fits:
             kind = plain_kind(kind)  # a calibration from before the kernel kinds
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""
         needed = [(kind, operator_features(op))]
-        needed += [(prefix + act, {"n_in": float(max(op.n_out, 1)), "n_out": float(max(op.n_out, 1))})
-                   for act in fused_activations(op, node_types)]
+        ran = fused.get(op.name)
+        if ran is not None and all(k in host_model.fits for k, _ in ran):  # a quantized op's activation: what runs
+            needed += ran
+        else:
+            needed += [(prefix + act, {"n_in": float(max(op.n_out, 1)), "n_out": float(max(op.n_out, 1))})
+                       for act in fused_activations(op, node_types)]
         absent = [k for k, _ in needed if k not in host_model.fits]
         if absent:
             missing[op.name] = absent[0]

@@ -1,0 +1,76 @@
+"""The kernels onnxruntime runs for a quantized GEMM operator's fused activation, read from its optimized graph.
+
+The workload fuses an activation into the conv or GEMM it follows (SiLU's
+Sigmoid and Mul, a Relu, with their Q/DQ nodes); a float operator's
+activation is predicted by its element kind at N_out elements
+(:mod:`cimsplit.compiler.host_model`).  A quantized one runs as whatever the
+QDQ fusions leave: nothing when onnxruntime folds a Relu or Clip into the
+QLinearConv's range; a float Sigmoid and Mul with a QuantizeLinear and
+DequantizeLinear kernel each when the conv's int8 output is kept (YOLOv5n
+int8: 1.4 ns per output element, of which a standalone int8 Sigmoid point,
+a QLinearSigmoid, has none).  So for each quantized GEMM operator with a
+fused activation, :func:`activation_kernels` lists the kernels of the
+regions (:mod:`cimsplit.compiler.kernel_attribution`) made of its activation's
+nodes alone (from the first activation node on), each with the calibrated
+kind of what it is: ``glue:QuantizeLinear`` / ``glue:DequantizeLinear`` for
+Q/DQ, ``int8:<Op>`` for a ``QLinear<Op>``, the float ``<Op>`` otherwise, at
+N_out elements out (times the kernel's charged fraction) and N_out per tensor it reads in.  Regions that hold the
+anchor's nodes are the GEMM kind's (its calibration points have them too),
+regions shared with another operator that operator's, regions with a Transpose
+layout glue (:mod:`cimsplit.compiler.host_glue`).  Nothing is measured.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from cimsplit.compiler.host_glue import GLUE_PREFIX
+from cimsplit.compiler.host_model import INT8_PREFIX, fused_activations
+from cimsplit.compiler.kernel_attribution import attribute_kernels
+from cimsplit.compiler.workload import Workload
+
+__all__ = ["activation_kernels", "kernel_kind"]
+
+_QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+
+def kernel_kind(op_type: str) -> str:
+    """The calibrated kind that predicts one kernel of a fused activation."""
+    if op_type in _QDQ:
+        return GLUE_PREFIX + op_type
+    if op_type.startswith("QLinear"):
+        return INT8_PREFIX + op_type.removeprefix("QLinear")
+    return op_type
+
+
+def activation_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
+                       workload: Workload) -> dict[str, list[tuple[str, dict[str, float]]]]:
+    """Quantized GEMM operator with a fused activation -> [(kind, features)] of its activation's kernels
+    (an empty list: onnxruntime runs nothing for it); ``n_in`` counts every tensor a kernel reads (SiLU's Mul: two)."""
+    types = {node.name: node.op_type for node in simplified.graph.node}
+    kernel_types = {node.name: node.op_type for node in optimized.graph.node}
+    constants = {init.name for init in optimized.graph.initializer}
+    operands = {node.name: max(1, sum(1 for name in node.input if name and name not in constants))
+                for node in optimized.graph.node}
+    owner: dict[str, str] = {}
+    elements: dict[str, float] = {}
+    for op in workload.operators:
+        activations = set(fused_activations(op, types))
+        if not activations or not any(types.get(node) in _QDQ for node in op.nodes):
+            continue
+        first = next(i for i, node in enumerate(op.nodes) if i > 0 and types.get(node) in activations)
+        owner.update((node, op.name) for node in op.nodes[first:])
+        elements[op.name] = float(max(op.n_out, 1))
+    found: dict[str, list[tuple[str, dict[str, float]]]] = {name: [] for name in elements}
+    for region in attribute_kernels(simplified, optimized):
+        names = {owner.get(node) for node in region.nodes}
+        if len(names) != 1 or None in names:
+            continue
+        name = names.pop()
+        assert name is not None
+        if any(kernel_types[kernel] == "Transpose" for kernel, _ in region.kernels):
+            continue  # layout glue, :mod:`cimsplit.compiler.host_glue`'s
+        for kernel, fraction in region.kernels:
+            n_out = elements[name] * fraction
+            found[name].append((kernel_kind(kernel_types[kernel]), {"n_in": n_out * operands[kernel], "n_out": n_out}))
+    return found

@@ -1,0 +1,67 @@
+"""A quantized conv's fused activation, predicted by the kernels onnxruntime runs for it (compiler/host_fused.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from cimsplit.compiler.frontend import load
+from cimsplit.compiler.host_fused import activation_kernels, kernel_kind
+from cimsplit.compiler.ort_profiler import optimized_model
+from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
+from cimsplit.models.quantize import quantize_qdq
+
+x86 = pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxruntime keeps int8 pairs off x86")
+
+
+def _conv_then(activation: str) -> onnx.ModelProto:
+    """x (8 x 10 x 10) -> 1x1 conv (16 channels) -> SiLU (Sigmoid, Mul) or Relu -> 1x1 conv, quantized S8S8 (QDQ)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((16, 8, 1, 1)) * 0.3).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.standard_normal((8, 16, 1, 1)) * 0.3).astype(np.float32), "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], name="conv1")]
+    if activation == "SiLU":
+        nodes += [helper.make_node("Sigmoid", ["c"], ["g"], name="sigmoid"), helper.make_node("Mul", ["c", "g"], ["a"], name="mul")]
+    else:
+        nodes += [helper.make_node(activation, ["c"], ["a"], name="act")]
+    nodes += [helper.make_node("Conv", ["a", "w2"], ["y"], name="conv2")]
+    graph = helper.make_graph(nodes, "conv_act", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return quantize_qdq(onnx.shape_inference.infer_shapes(model))
+
+
+def test_kernel_kinds() -> None:
+    assert [kernel_kind(t) for t in ("QuantizeLinear", "DequantizeLinear", "QLinearSigmoid", "Sigmoid")] == [
+        "glue:QuantizeLinear", "glue:DequantizeLinear", "int8:Sigmoid", "Sigmoid"]
+
+
+@x86
+def test_a_kept_silu_runs_float_sigmoid_and_mul_with_their_q_dq(tmp_path: Path) -> None:
+    """The conv's output feeds Sigmoid and Mul (one DQ, two readers: its pair stays int8), so onnxruntime runs the conv
+    and its SiLU in float: Sigmoid, its Q and DQ, Mul (reading 2 x 1600 elements) with the copy of the conv's DQ it
+    reads, and Mul's Q; the next conv reads Mul's DQ in its QLinearConv (its region, not the activation's)."""
+    onnx.save(_conv_then("SiLU"), tmp_path / "m.onnx")
+    loaded = load(tmp_path / "m.onnx")
+    found = activation_kernels(loaded.model, optimized_model(loaded.model), loaded.workload)
+    conv1 = next(op.name for op in loaded.workload.operators if "conv1" in op.nodes)
+    n = 16 * 10 * 10.0
+    assert sorted(found) == [conv1]
+    assert sorted((kind, f["n_in"], f["n_out"]) for kind, f in found[conv1]) == sorted([
+        ("Sigmoid", n, n), ("glue:QuantizeLinear", n, n), ("glue:DequantizeLinear", n, n),
+        ("Mul", 2 * n, n), ("glue:DequantizeLinear", n, n), ("glue:QuantizeLinear", n, n)])
+
+
+def test_a_folded_relu_runs_nothing(tmp_path: Path) -> None:
+    """onnxruntime folds the Relu into the QLinearConv's output range: no kernel is the activation's (it was predicted
+    as an int8:Relu point's time at N_out)."""
+    onnx.save(_conv_then("Relu"), tmp_path / "m.onnx")
+    loaded = load(tmp_path / "m.onnx")
+    found = activation_kernels(loaded.model, optimized_model(loaded.model), loaded.workload)
+    conv1 = next(op.name for op in loaded.workload.operators if "conv1" in op.nodes)
+    assert found == {conv1: []}
