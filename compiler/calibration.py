@@ -12,9 +12,9 @@ every kind with a spread of sizes.
 Each point is a one-node ONNX model from one input, or the measured node in
 the context a network gives it (a conv or depthwise conv between two
 pointwise convs, so onnxruntime keeps its blocked layout across it; an int8
-element-wise op after a conv; a float Concat between convs; a Reshape or
-Flatten read by another op; int8: the same model
-through the zoo's QDQ recipe, ``models/quantize.py``), loaded by the front
+element-wise op reading convs' outputs, an int8 activation an Add of two
+convs; a float Concat between convs; a Reshape or Flatten read by another op;
+int8: the same model through the zoo's QDQ recipe, ``models/quantize.py``), loaded by the front
 end and profiled with :func:`host_profile.profile_model` — the optimization
 level, threads and attribution of host profiling itself — and the
 operator's latency is read with :func:`host_profile.operator_latencies`.

@@ -19,7 +19,8 @@ the model's own optimized graph, each by its ``glue:`` element kind
 Its descriptors come from the workload: M_v, N_v, N_mvm, the kernel size and
 the activation element counts N_in, N_out (``compiler/im2col.py``).  A fused
 activation (Relu, Clip, SiLU's Sigmoid and Mul) adds its element-wise kind's
-prediction at N_out elements.
+prediction at N_out elements; a quantized operator's adds the kernels onnxruntime
+runs for it instead (none when folded into the QLinearConv; :mod:`cimsplit.compiler.host_fused`).
 
 Fitting methods (``METHODS``, :mod:`cimsplit.compiler.host_regression`), chosen per
 kind by held-out mean absolute percentage error on the calibration's own

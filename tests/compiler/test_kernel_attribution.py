@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from graphs import parse, save, weights
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.frontend import LoadedModel, load
 from cimsplit.compiler.kernel_attribution import Region, attribute_kernels, constant_nodes, split_region_times
@@ -41,6 +42,8 @@ def q_weight(name: str, shape: tuple[int, ...], seed: int = 0) -> list[onnx.Tens
 
 
 ACT = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(128, np.uint8), "z")]
+ACT8 = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(3, np.int8), "z")]
+"""int8 zero points: on x86 onnxruntime converts such single-reader pairs to uint8 (``qdq_kernels``)."""
 
 
 # x[1,8,8,8] -> Conv 3x3 (8 -> 8) -> Relu -> y
@@ -78,20 +81,25 @@ def qdq_conv() -> onnx.ModelProto:
 # a -> Q -> DQ --\
 #                 Add -> Q -> DQ -> y                     ORT: QLinearAdd
 # b -> Q -> DQ --/
-def qdq_add() -> onnx.ModelProto:
+#   sigmoid=True: ... Add -> Q -> DQ -> Sigmoid -> Q -> DQ -> y
+def qdq_add(act: list[onnx.TensorProto] = ACT, sigmoid: bool = False) -> onnx.ModelProto:
+    tail = """td = DequantizeLinear(tq, s, z)
+          g = Sigmoid(td)
+          gq = QuantizeLinear(g, s, z)
+          y = DequantizeLinear(gq, s, z)""" if sigmoid else "y = DequantizeLinear(tq, s, z)"
     return parse(
-        """
+        f"""
         <ir_version: 8, opset_import: ["" : 17]>
-        qa (float[1,8,8,8] a, float[1,8,8,8] b) => (float[1,8,8,8] y) {
+        qa (float[1,8,8,8] a, float[1,8,8,8] b) => (float[1,8,8,8] y) {{
           aq = QuantizeLinear(a, s, z)
           ad = DequantizeLinear(aq, s, z)
           bq = QuantizeLinear(b, s, z)
           bd = DequantizeLinear(bq, s, z)
           t = Add(ad, bd)
           tq = QuantizeLinear(t, s, z)
-          y = DequantizeLinear(tq, s, z)
-        }""",
-        ACT,
+          {tail}
+        }}""",
+        act,
     )
 
 
@@ -113,6 +121,17 @@ def nchwc_chain() -> onnx.ModelProto:
 @pytest.fixture
 def loaded(tmp_path: Path):
     return lambda model: load(save(model, tmp_path))
+
+
+def attributed(loaded, proto: onnx.ModelProto, runs: Callable[[list[str]], bool], otherwise: str):
+    """(regions, simplified node -> op type, kernel -> op type) of ``proto`` at level all; skipped unless ``runs(kernel op types)``."""
+    model = loaded(proto)
+    optimized = optimized_model(model.model)
+    kernel_type = {node.name: node.op_type for node in optimized.graph.node}
+    if not runs(list(kernel_type.values())):
+        pytest.skip(otherwise)
+    return (attribute_kernels(model.model, optimized), {node.name: node.op_type for node in model.model.graph.node},
+            kernel_type)
 
 
 def test_conv_relu_fusion_is_charged_to_the_conv_operator(loaded) -> None:
@@ -258,13 +277,8 @@ def qdq_conv_clip_conv() -> onnx.ModelProto:
 
 
 def test_a_qlinearconv_chain_charges_each_kernel_to_its_own_conv(loaded) -> None:
-    model = loaded(qdq_conv_clip_conv())
-    optimized = optimized_model(model.model)
-    kernel_type = {node.name: node.op_type for node in optimized.graph.node}
-    if sorted(kernel_type.values()).count("QLinearConv") != 2:
-        pytest.skip("onnxruntime runs these convs otherwise here")
-    regions = attribute_kernels(model.model, optimized)
-    by_type = {node.name: node.op_type for node in model.model.graph.node}
+    regions, by_type, kernel_type = attributed(loaded, qdq_conv_clip_conv(), lambda types: types.count("QLinearConv") == 2,
+                                               "onnxruntime runs these convs otherwise here")
     convs = [region for region in regions if any(by_type[n] == "Conv" for n in region.nodes)]
     assert [sum(by_type[n] == "Conv" for n in region.nodes) for region in convs] == [1, 1]
     assert [[kernel_type[k] for k, _ in region.kernels].count("QLinearConv") for region in convs] == [1, 1]
@@ -276,34 +290,26 @@ def test_a_qlinearconv_chain_charges_each_kernel_to_its_own_conv(loaded) -> None
 #   (YOLO's SPPF) ORT: each shared DQ is duplicated per reader first; the MaxPools run on the 8-bit tensors
 #   (their DQ copies and Qs dropped), a QLinearConcat reads them too (here: Q, MaxPool, MaxPool, QLinearConcat, DQ)
 def qdq_pool_fork() -> onnx.ModelProto:
-    return parse(
-        """
-        <ir_version: 8, opset_import: ["" : 17]>
-        sppf (float[1,8,8,8] x) => (float[1,24,8,8] y) {
-          xq = QuantizeLinear(x, s, z)
-          xd = DequantizeLinear(xq, s, z)
-          m0 = MaxPool <kernel_shape = [5,5], pads = [2,2,2,2]> (xd)
-          m0q = QuantizeLinear(m0, s, z)
-          md = DequantizeLinear(m0q, s, z)
-          m1 = MaxPool <kernel_shape = [5,5], pads = [2,2,2,2]> (md)
-          m1q = QuantizeLinear(m1, s, z)
-          m1d = DequantizeLinear(m1q, s, z)
-          c = Concat <axis = 1> (xd, md, m1d)
-          cq = QuantizeLinear(c, s, z)
-          y = DequantizeLinear(cq, s, z)
-        }""",
-        ACT,
-    )
+    def qdq(tensor: str, name: str) -> list[onnx.NodeProto]:
+        return [helper.make_node("QuantizeLinear", [tensor, "s", "z"], [f"{name}q"]),
+                helper.make_node("DequantizeLinear", [f"{name}q", "s", "z"], [f"{name}d"])]
+
+    def pool(source: str, name: str) -> list[onnx.NodeProto]:
+        return [helper.make_node("MaxPool", [source], [name], kernel_shape=[5, 5], pads=[2, 2, 2, 2]), *qdq(name, name)]
+
+    nodes = [*qdq("x", "x"), *pool("xd", "m0"), *pool("m0d", "m1"),
+             helper.make_node("Concat", ["xd", "m0d", "m1d"], ["c"], axis=1), *qdq("c", "c")]
+    nodes[-1].output[0] = "y"
+    for index, node in enumerate(nodes):
+        node.name = f"{node.op_type}_{index}"
+    graph = helper.make_graph(nodes, "sppf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 24, 8, 8])], initializer=ACT)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def test_a_dequantize_read_by_two_operators_joins_neither_region(loaded) -> None:
-    model = loaded(qdq_pool_fork())
-    optimized = optimized_model(model.model)
-    kernel_type = {node.name: node.op_type for node in optimized.graph.node}
-    if list(kernel_type.values()).count("MaxPool") != 2:
-        pytest.skip("onnxruntime runs these pools otherwise here")
-    regions = attribute_kernels(model.model, optimized)
-    by_type = {node.name: node.op_type for node in model.model.graph.node}
+    regions, by_type, kernel_type = attributed(loaded, qdq_pool_fork(), lambda types: types.count("MaxPool") == 2,
+                                               "onnxruntime runs these pools otherwise here")
     pools = [region for region in regions if any(kernel_type[k] == "MaxPool" for k, _ in region.kernels)]
     # Each MaxPool kernel is its own operator's: the MaxPool and the Q it absorbs, no Concat (before: one region
     # of both MaxPools, the Concat and the shared DQs, split among them by their level-off times).
@@ -314,40 +320,13 @@ def test_a_dequantize_read_by_two_operators_joins_neither_region(loaded) -> None
     assert "MaxPool" not in {kernel_type[k] for k, _ in concat.kernels}
 
 
-ACT8 = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(3, np.int8), "z")]
-
-
-# a, b -> Q -> DQ -> Add -> Q -> DQ -> Sigmoid -> Q -> DQ -> y (int8 pairs)
+# a, b -> Q -> DQ -> Add -> Q -> DQ -> Sigmoid -> Q -> DQ -> y (int8 pairs: ACT8)
 #   ORT (x86): QLinearAdd and QLinearSigmoid, named after their nodes; the int8 pair between them converted to
 #   uint8, so the tensor between the kernels has another name and type than the simplified one
-def qdq_add_sigmoid() -> onnx.ModelProto:
-    return parse(
-        """
-        <ir_version: 8, opset_import: ["" : 17]>
-        qas (float[1,8,8,8] a, float[1,8,8,8] b) => (float[1,8,8,8] y) {
-          aq = QuantizeLinear(a, s, z)
-          ad = DequantizeLinear(aq, s, z)
-          bq = QuantizeLinear(b, s, z)
-          bd = DequantizeLinear(bq, s, z)
-          t = Add(ad, bd)
-          tq = QuantizeLinear(t, s, z)
-          td = DequantizeLinear(tq, s, z)
-          g = Sigmoid(td)
-          gq = QuantizeLinear(g, s, z)
-          y = DequantizeLinear(gq, s, z)
-        }""",
-        ACT8,
-    )
-
-
 def test_adjacent_qlinear_kernels_are_charged_to_their_own_nodes(loaded) -> None:
-    model = loaded(qdq_add_sigmoid())
-    optimized = optimized_model(model.model)
-    kernel_type = {node.name: node.op_type for node in optimized.graph.node}
-    if not {"QLinearAdd", "QLinearSigmoid"} <= set(kernel_type.values()):
-        pytest.skip("onnxruntime runs these ops otherwise here")
-    regions = attribute_kernels(model.model, optimized)
-    by_type = {node.name: node.op_type for node in model.model.graph.node}
+    regions, by_type, kernel_type = attributed(loaded, qdq_add(ACT8, sigmoid=True),
+                                               lambda types: {"QLinearAdd", "QLinearSigmoid"} <= set(types),
+                                               "onnxruntime runs these ops otherwise here")
     found = {kernel_type[k]: sorted(by_type[n] for n in region.nodes) for region in regions for k, _ in region.kernels
              if kernel_type[k].startswith("QLinear")}
     # Before: one region of both ops and their Q/DQs, the two kernels split between Add and Sigmoid by level-off times.
