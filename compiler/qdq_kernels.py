@@ -101,8 +101,10 @@ _FUSED = frozenset({"Relu", "Clip", "LeakyRelu"})
 def int8_kernels(graph: onnx.GraphProto, machine: str | None = None) -> dict[str, str]:
     """Node -> which of its int8 sides onnxruntime keeps int8: ``-s8in``, ``-s8out`` or ``-s8`` (both).
 
-    The input side is the node's data input (input 0) when a DequantizeLinear
-    of an int8 activation makes it; the output side the QuantizeLinear that
+    The input side is any data input a DequantizeLinear of an int8 activation
+    makes (a residual Add whose shortcut, its second input, is a kept pair runs
+    in float like one whose first is; a weight's DQ reads a constant and is no
+    side); the output side the QuantizeLinear that
     quantizes its output (through a folded Relu/Clip).  A side is kept when
     its pair is not converted (:func:`converted_pairs`; every pair on a
     machine where onnxruntime keeps int8, ARM).  Nodes with neither side kept
@@ -117,11 +119,14 @@ def int8_kernels(graph: onnx.GraphProto, machine: str | None = None) -> dict[str
         zero_point = initializers.get(q_or_dq.input[2]) if len(q_or_dq.input) > 2 else None
         return zero_point is not None and zero_point.data_type == TensorProto.INT8 and tensor not in pairs
 
+    def kept_input(name: str) -> bool:
+        dq = producers.get(name)
+        return (dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] not in initializers
+                and int8_kept(dq, dq.input[0]))
+
     kernels = {}
     for node in graph.node:
-        dq = producers.get(node.input[0]) if node.input else None
-        kept_in = (dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] not in initializers
-                   and int8_kept(dq, dq.input[0]))
+        kept_in = any(kept_input(name) for name in node.input if name)
         out = node.output[0] if node.output else ""
         readers = consumers.get(out, [])
         while len(readers) == 1 and readers[0].op_type in _FUSED:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from graphs import qdq_fork
+from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.calibration import GridPoint, measure_point
 from cimsplit.compiler.qdq_kernels import converted_pairs, int8_kernels, onnxruntime_converts_int8_pairs
@@ -27,6 +28,26 @@ def test_kernels_that_keep_an_int8_side() -> None:
     # ARM keeps every pair int8: both sides of every node between Q/DQ pairs (the weights' DQs do not count).
     assert int8_kernels(graph, "aarch64") == {"a": "-s8", "b": "-s8", "c": "-s8"}
     assert int8_kernels(qdq_fork(np.uint8).graph, "x86_64") == {}
+
+
+def test_a_residual_add_whose_shortcut_stays_int8_keeps_its_input_side() -> None:
+    """x -> Q qx -> two DQs (kept int8 on x86): one feeds a Relu m -> Q -> DQ (converted), the other is the shortcut,
+    the Add's second input; its first is m's converted pair.  onnxruntime runs the Add in float."""
+    z8, s = numpy_helper.from_array(np.array(0, np.int8), "z"), numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    make = helper.make_node
+    nodes = [make("QuantizeLinear", ["x", "s", "z"], ["qx"], name="q_x"),
+             make("DequantizeLinear", ["qx", "s", "z"], ["dx1"], name="dq_x1"),
+             make("DequantizeLinear", ["qx", "s", "z"], ["dx2"], name="dq_x2"),  # qx has two DQs: kept int8
+             make("Relu", ["dx1"], ["m"], name="m"),
+             make("QuantizeLinear", ["m", "s", "z"], ["qm"], name="q_m"),
+             make("DequantizeLinear", ["qm", "s", "z"], ["dm"], name="dq_m"),  # converted
+             make("Add", ["dm", "dx2"], ["t"], name="add"),
+             make("QuantizeLinear", ["t", "s", "z"], ["qt"], name="q_t"),
+             make("DequantizeLinear", ["qt", "s", "z"], ["y"], name="dq_t")]
+    graph = helper.make_graph(nodes, "shortcut", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], initializer=[s, z8])
+    # Before, only input 0 was read (dm, a converted pair): the Add had no kept side.
+    assert int8_kernels(graph, "x86_64") == {"m": "-s8in", "add": "-s8in"}
 
 
 @pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxruntime keeps int8 pairs on this machine (not x86)")
