@@ -14,6 +14,7 @@ is exact: ``q_u8 = q_s8 + 128`` for every input, and
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -24,6 +25,16 @@ from cimsplit.compiler.qdq_kernels import QdqPair, converted_pairs, readers_of
 __all__ = ["unsigned_cuts"]
 
 
+@dataclass(frozen=True)
+class _Cut:
+    """What one converted pair of the whole model is in the split model: its Qs, DQs and the tensors between."""
+
+    pair: QdqPair
+    quantizers: tuple[str, ...]
+    dequantizers: tuple[str, ...]
+    tensors: tuple[str, ...]
+
+
 def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
                   whole: onnx.ModelProto | None = None) -> tuple[onnx.ModelProto, tuple[str, ...]]:
     """``model`` with every cut int8 Q -> DQ pair onnxruntime would convert made uint8, and the tensors converted.
@@ -32,51 +43,75 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     boundary is copied into its readers' partitions); a pair is cut when a DQ
     reading its tensor is in a partition its Q is not.  ``whole``: the model
     onnxruntime would run whole, whose pairs are the ones it converts (default
-    ``model``).  A sliced model is not that model: both parts of a sliced
-    operator read the one DQ of its input, a DQ with two readers that
-    onnxruntime would duplicate and not convert, where the whole model's DQ has
-    one reader and is converted (ViT-Tiny S8S8 per tensor: a KS-sliced qkv
-    MatMul ran DQ + float MatMul in its parts, QLinearMatMul whole, 0.25 off).
-    Every DQ of the pair's tensor is converted with its Q.
+    ``model``).  A sliced model is not that model, and its pairs are found as
+    the slicing rewrite left them:
+
+    - both parts of a sliced operator read the one DQ of its input, a DQ with
+      two readers that onnxruntime would duplicate and not convert, where the
+      whole model's DQ has one reader and is converted (ViT-Tiny S8S8 per
+      tensor: the KS-sliced qkv MatMuls ran DQ + a float MatMul in their parts,
+      QLinearMatMul whole, 0.25 off): every DQ of the tensor is converted with its Q;
+    - a sliced operator's output pair is its parts' Qs -> the join's Concat ->
+      the DQ: all of them are converted, since a quantized kernel takes one type
+      in and out (a part reading uint8 and writing int8 runs in float).
     """
     readers = readers_of(model.graph)
-    quantizers = {node.name for node in model.graph.node if node.op_type == "QuantizeLinear"}
-    cut = []
+    producers = {out: node for node in model.graph.node for out in node.output}
+    cuts = []
     for pair in converted_pairs((whole or model).graph).values():
-        dequantizers = readers.get(pair.tensor, [])
-        if (pair.quantize not in quantizers or not dequantizers
-                or any(d.op_type != "DequantizeLinear" or d.input[0] != pair.tensor for d in dequantizers)):
-            continue  # the slicing rewrite replaced the pair (a sliced operator's output): leave it as it is
-        home = partitions_of.get(pair.quantize, set())
-        if any(partitions_of.get(d.name, set()) - home for d in dequantizers):
-            cut.append((pair, [d.name for d in dequantizers]))
-    if not cut:
+        cut = _as_split(pair, readers, producers)
+        if cut is None:
+            continue
+        homes = set().union(*(partitions_of.get(q, set()) for q in cut.quantizers))
+        if any(partitions_of.get(d, set()) - homes for d in cut.dequantizers) or len(cut.quantizers) > 1:
+            cuts.append(cut)
+    if not cuts:
         return model, ()
     converted = onnx.ModelProto()
     converted.CopyFrom(model)
-    _convert(converted, cut)
-    return converted, tuple(pair.tensor for pair, _ in cut)
+    _convert(converted, cuts)
+    return converted, tuple(cut.pair.tensor for cut in cuts)
 
 
-def _convert(model: onnx.ModelProto, pairs: list[tuple[QdqPair, list[str]]]) -> None:
+def _as_split(pair: QdqPair, readers: Mapping[str, list[onnx.NodeProto]],
+              producers: Mapping[str, onnx.NodeProto]) -> _Cut | None:
+    """``pair`` in the split model: unchanged, or a sliced operator's (parts' Qs -> Concat -> DQ); else None."""
+    q = producers.get(pair.tensor)
+    if q is not None and q.name == pair.quantize:
+        dequantizers = readers.get(pair.tensor, [])
+        if dequantizers and all(d.op_type == "DequantizeLinear" and d.input[0] == pair.tensor for d in dequantizers):
+            return _Cut(pair, (q.name,), tuple(d.name for d in dequantizers), (pair.tensor,))
+        return None
+    dq = next((d for ds in readers.values() for d in ds if d.name == pair.dequantize), None)
+    join = producers.get(dq.input[0]) if dq is not None else None
+    if join is None or join.op_type != "Concat" or len(readers.get(join.output[0], [])) != 1:
+        return None
+    parts = [producers.get(t) for t in join.input]
+    if not all(part is not None and part.op_type == "QuantizeLinear" and len(part.input) == 3
+               and part.input[2] == dq.input[2] and len(readers.get(part.output[0], [])) == 1 for part in parts):
+        return None
+    return _Cut(pair, tuple(part.name for part in parts), (dq.name,), (*join.input, join.output[0]))  # type: ignore[union-attr]
+
+
+def _convert(model: onnx.ModelProto, cuts: list[_Cut]) -> None:
     graph = model.graph
     nodes = {node.name: node for node in graph.node}
     infos = {vi.name: vi for vi in graph.value_info}
     zero_points = {t.name: t for t in graph.initializer}
     taken = set(zero_points) | {o for node in graph.node for o in node.output}
-    for pair, dequantizers in pairs:
-        q = nodes[pair.quantize]
+    for cut in cuts:
+        pair = cut.pair
         name, k = f"{pair.tensor}_zero_point_u8", 0
         while name in taken:
             k += 1
             name = f"{pair.tensor}_zero_point_u8_{k}"
         taken.add(name)
-        shape = numpy_helper.to_array(zero_points[q.input[2]]).shape
+        shape = numpy_helper.to_array(zero_points[nodes[cut.quantizers[0]].input[2]]).shape
         graph.initializer.append(numpy_helper.from_array(np.full(shape, pair.zero_point + 128, np.uint8), name))
-        q.input[2] = name
-        for dq in dequantizers:
-            nodes[dq].input[2] = name
-        if pair.tensor in infos:
-            infos[pair.tensor].type.tensor_type.elem_type = TensorProto.UINT8
-        else:
-            graph.value_info.append(onnx.helper.make_tensor_value_info(pair.tensor, TensorProto.UINT8, None))
+        for node in (*cut.quantizers, *cut.dequantizers):
+            nodes[node].input[2] = name
+        for tensor in cut.tensors:
+            if tensor in infos:
+                infos[tensor].type.tensor_type.elem_type = TensorProto.UINT8
+            else:
+                graph.value_info.append(onnx.helper.make_tensor_value_info(tensor, TensorProto.UINT8, None))

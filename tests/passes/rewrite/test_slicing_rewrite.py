@@ -188,22 +188,30 @@ def test_ks_slices_the_constant_of_a_fused_bias_add(tmp_path):
             assert cim_bias == ([4] if k == 0 or "Add" not in cim else [1, 4, 1, 1])
 
 
-def test_ks_parts_of_an_int8_matmul_read_the_uint8_pair_onnxruntime_makes_whole(tmp_path):
-    # x -> Sigmoid -> Q -> DQ -> MatMul: the pair joins the Sigmoid's operator, and both KS parts read its DQ.
-    # onnxruntime (x86) runs the whole model's pair as uint8 and the MatMul as QLinearMatMul; a part that
-    # reads the int8 tensor alone gets DQ + a float MatMul, off by a quantization step (ViT-Tiny: 0.25).
+def test_ks_parts_of_int8_gemms_read_and_write_the_uint8_pairs_onnxruntime_makes_whole(tmp_path):
+    # Host op -> Q -> DQ -> GEMM -> Q -> DQ -> host op: both pairs join the operators before them, and both KS
+    # parts read the input pair's DQ; the output pair becomes the parts' Qs -> the join's Concat -> the DQ.
+    # onnxruntime (x86) runs the whole model's pairs as uint8 and the GEMM as QLinearMatMul / QGemm; a part
+    # reading int8 alone, or uint8 in and int8 out, runs DQ + a float GEMM, off by a quantization step (ViT-Tiny
+    # S8S8 per tensor: 0.25; pre-processed, per channel: 0.175).
     rng = np.random.default_rng(5)
     w = numpy_helper.from_array(rng.standard_normal((16, 12)).astype(np.float32), "w")
-    net = _model([helper.make_node("Sigmoid", ["x"], ["s"], name="sig"), helper.make_node("MatMul", ["s", "w"], ["y"], name="mm")],
-                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16])],
-                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 12])], [w])
-    model = onnx.load(quantize_static_qdq(net, tmp_path, per_channel=False))
-    got, expected, built = split_run(model, _kind("ks"))
-    assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
-    dq = next(n for n in built.annotated.graph.node if n.op_type == "DequantizeLinear" and n.input[0].startswith("s"))
-    cim = next(p for name, p in built.split.partitions.items() if name.startswith("cim"))
-    assert [i.type.tensor_type.elem_type for i in cim.graph.input] == [TensorProto.UINT8]
-    assert dq.input[0] in [i.name for i in cim.graph.input]
+    b = numpy_helper.from_array(rng.standard_normal(12).astype(np.float32), "b")
+    matmul = _model([helper.make_node("Sigmoid", ["x"], ["s"], name="sig"), helper.make_node("MatMul", ["s", "w"], ["y"], name="mm")],
+                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 16])],
+                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 12])], [w])
+    gemm = _model([helper.make_node("Sigmoid", ["x"], ["s"], name="sig"), helper.make_node("Gemm", ["s", "w", "b"], ["g"], name="fc"),
+                   helper.make_node("Sigmoid", ["g"], ["y"], name="out")],
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 16])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 12])], [w, b])
+    for net, per_channel in ((matmul, False), (gemm, True)):
+        model = onnx.load(quantize_static_qdq(net, tmp_path, f"{net.graph.node[1].op_type}.onnx", per_channel=per_channel))
+        got, expected, built = split_run(model, _kind("ks"))
+        assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+        cim = next(p for name, p in built.split.partitions.items() if name.startswith("cim"))
+        assert [i.type.tensor_type.elem_type for i in cim.graph.input] == [TensorProto.UINT8]
+        if net is gemm:
+            assert [o.type.tensor_type.elem_type for o in cim.graph.output] == [TensorProto.UINT8]
 
 
 def test_no_ks_for_a_matmul_whose_weight_is_dequantized_per_channel(tmp_path):
