@@ -1,0 +1,167 @@
+"""Real int8 exports: zoo models quantized by onnxruntime's quantizer in 14 configurations, compiled and checked.
+
+A user's int8 model comes from onnxruntime's quantizer in whatever configuration
+their deployment chose, not from the zoo's own ``--int8`` recipe.  For each model
+and each configuration this script quantizes the float zoo model (seeded
+calibration inputs), then runs, as a user would, ``cimsplit compile --crossbars 50``
+and ``cimsplit run --check`` (static quantization bit for bit against the whole
+model in onnxruntime, dynamic quantization within the float tolerance).  One row
+per case: the compile's outcome (its last error line when it fails), the CIM
+operators placed, and the check's last line.
+
+Configurations: ``quantize_static`` in QDQ format with S8S8 per-channel, U8S8
+per-tensor, U8U8, symmetric activations and weights, QDQKeepRemovableActivations,
+DedicatedQDQPair, QuantizeBias=False, AddQDQPairToWeight, percentile calibration,
+int16 activations, Conv-only; QOperator format; ``quantize_dynamic``; and
+``quant_pre_process`` followed by S8S8 per-channel QDQ.
+
+    .venv/bin/python bench/quantizer_matrix.py [--models resnet18,mobilenet_v2,yolov8n,efficientnet_b0,vit_tiny]
+        [--configs a,b] [--crossbars 50] [--time-limit 5] [--out bench/results/quantizer_matrix.txt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    CalibrationMethod,
+    QuantFormat,
+    QuantType,
+    quantize_dynamic,
+    quantize_static,
+)
+from onnxruntime.quantization.shape_inference import quant_pre_process
+
+RESULTS = Path(__file__).resolve().parent / "results" / "quantizer_matrix.txt"
+CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
+S8, U8 = QuantType.QInt8, QuantType.QUInt8
+QDQ = {"quant_format": QuantFormat.QDQ}
+
+STATIC: dict[str, dict[str, Any]] = {
+    "s8s8-per-channel": {**QDQ, "activation_type": S8, "weight_type": S8, "per_channel": True},
+    "u8s8-per-tensor": {**QDQ, "activation_type": U8, "weight_type": S8},
+    "u8u8": {**QDQ, "activation_type": U8, "weight_type": U8},
+    "symmetric": {**QDQ, "activation_type": S8, "weight_type": S8, "per_channel": True,
+                  "extra_options": {"ActivationSymmetric": True, "WeightSymmetric": True}},
+    "keep-removable": {**QDQ, "activation_type": S8, "weight_type": S8, "per_channel": True,
+                       "extra_options": {"QDQKeepRemovableActivations": True}},
+    "dedicated-pairs": {**QDQ, "activation_type": S8, "weight_type": S8, "extra_options": {"DedicatedQDQPair": True}},
+    "float-bias": {**QDQ, "activation_type": S8, "weight_type": S8, "extra_options": {"QuantizeBias": False}},
+    "weight-qdq": {**QDQ, "activation_type": S8, "weight_type": S8, "extra_options": {"AddQDQPairToWeight": True}},
+    "percentile": {**QDQ, "activation_type": U8, "weight_type": S8, "calibrate_method": CalibrationMethod.Percentile},
+    "int16-activations": {**QDQ, "activation_type": QuantType.QInt16, "weight_type": S8},
+    "conv-only": {**QDQ, "activation_type": S8, "weight_type": S8, "op_types_to_quantize": ["Conv"]},
+    "qoperator": {"quant_format": QuantFormat.QOperator, "activation_type": U8, "weight_type": S8, "per_channel": True},
+}
+CONFIGS = [*STATIC, "dynamic", "pre-processed"]
+
+
+class SeededInputs(CalibrationDataReader):
+    """Three seeded standard-normal batches for the model's inputs (their dynamic dims taken as 1)."""
+
+    def __init__(self, model: Path) -> None:
+        graph = onnx.load(model, load_external_data=False).graph
+        shapes = {i.name: [d.dim_value or 1 for d in i.type.tensor_type.shape.dim] for i in graph.input}
+        rng = np.random.default_rng(0)
+        self._batches = iter([{k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+                              for _ in range(3)])
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._batches, None)
+
+
+def quantizer(config: str) -> Callable[[Path, Path, Path], None]:
+    """quantize(float model, int8 model, scratch directory) for ``config``."""
+    if config == "dynamic":
+        return lambda src, dst, _: quantize_dynamic(str(src), str(dst), weight_type=S8)
+    if config == "pre-processed":
+        def pre_processed(src: Path, dst: Path, tmp: Path) -> None:
+            pre = tmp / f"{src.stem}-pre.onnx"
+            quant_pre_process(str(src), str(pre))
+            quantize_static(str(pre), str(dst), SeededInputs(pre), **STATIC["s8s8-per-channel"])
+        return pre_processed
+    return lambda src, dst, _: quantize_static(str(src), str(dst), SeededInputs(src), **STATIC[config])
+
+
+def last_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[-1]
+
+
+def case(model: Path, config: str, tmp: Path, crossbars: int, time_limit: float) -> tuple[str, str, str]:
+    """(compile outcome, operators placed on the CIM, check outcome) of one quantized model."""
+    quantized = tmp / f"{model.stem}-{config}.onnx"
+    try:
+        quantizer(config)(model, quantized, tmp)
+    except Exception as exc:  # the quantizer's own failure is a row, not the end of the run
+        return f"quantizer failed: {str(exc)[:80]}", "-", "-"
+    out = tmp / f"{model.stem}-{config}"
+    built = subprocess.run([CIMSPLIT, "compile", str(quantized), "-o", str(out), "--force", "--crossbars",
+                            str(crossbars), "--time-limit", str(time_limit)], capture_output=True, text=True)
+    if built.returncode:
+        return f"exit {built.returncode}: {last_line(built.stderr)[:120]}", "-", "-"
+    cim = str(json.loads((out / "plan.json").read_text(encoding="utf-8"))["operators_on_cim"])
+    checked = subprocess.run([CIMSPLIT, "run", str(out), "--check"], capture_output=True, text=True)
+    check = last_line(checked.stdout if checked.returncode == 0 else checked.stderr)
+    return "ok", cim, (check if checked.returncode == 0 else f"exit {checked.returncode}: {check}")[:100]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet18,mobilenet_v2,yolov8n,efficientnet_b0,vit_tiny")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"of {', '.join(CONFIGS)}")
+    parser.add_argument("--crossbars", type=int, default=50)
+    parser.add_argument("--time-limit", type=float, default=5.0)
+    parser.add_argument("--image-size", type=int, default=64, help="CNNs' input size (ViT-Tiny keeps its 224)")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
+    configs = args.configs.split(",")
+    unknown = sorted(set(configs) - set(CONFIGS))
+    if unknown:
+        print(f"error: unknown configuration {', '.join(unknown)}; choose of {', '.join(CONFIGS)}", file=sys.stderr)
+        return 2
+
+    lines: list[str] = []
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    say(f"# bench/quantizer_matrix.py {' '.join(sys.argv[1:])}".rstrip())
+    say(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}, onnxruntime quantizer, "
+        f"compile --crossbars {args.crossbars} --time-limit {args.time_limit:g}, then run --check")
+    say(f"{'model':<16} {'configuration':<18} {'compile':<8} {'CIM':>4}  check")
+    passed = total = 0
+    with tempfile.TemporaryDirectory(prefix="cimsplit-qmatrix-") as name:
+        tmp = Path(name)
+        for model_name in args.models.split(","):
+            model = tmp / f"{model_name}.onnx"
+            size = [] if model_name == "vit_tiny" else ["--image-size", str(args.image_size)]
+            subprocess.run([CIMSPLIT, "zoo", model_name, "-o", str(model), *size], check=True, capture_output=True)
+            for config in configs:
+                built, cim, check = case(model, config, tmp, args.crossbars, args.time_limit)
+                total += 1
+                passed += check == "check passed"
+                say(f"{model_name:<16} {config:<18} {built:<8} {cim:>4}  {check}")
+    say(f"# {passed} of {total} compiled and passed --check")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0 if passed == total else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("ORT_LOGGING_LEVEL", "3")
+    sys.exit(main())
