@@ -15,8 +15,9 @@ of the host thread (``time.thread_time``, which a neighbour's preemption does
 not inflate) per call, in ``rounds`` rounds (3 by default) of ``repeat``
 single frames each followed by a stream of ``frames`` frames (when the plan
 has a stream schedule): the median over all single frames (the latency
-schedule's pieces) and the mean over all streams (the stream schedule's
-pieces, with the plan's frames in flight; a period is a mean), after an
+schedule's pieces) and the median over the streams of the mean in each (the
+stream schedule's pieces, with the plan's frames in flight; a period is a
+mean, and the median leaves out a stream caught in a burst), after an
 untimed warm-up pass.  One round is not enough on a shared machine: on this
 2-core VM the host pieces' CPU time per frame of YOLOv5n's throughput plan at
 100 crossbars varied 8.1-11.2 ms between four consecutive 50-frame streams of
@@ -68,7 +69,7 @@ from cimsplit.runtime.plan import dumps
 from cimsplit.runtime.timed import TimedRun
 
 __all__ = ["PieceCost", "PieceTiming", "HostPieces", "measure_host_pieces", "write_host_pieces", "host_pieces_of",
-           "cpu_medians", "cpu_means", "stream_prediction", "latency_prediction", "STEADY_FRAMES_PER_FLIGHT", "SECTION"]
+           "cpu_medians", "cpu_means", "stream_costs", "stream_prediction", "latency_prediction", "STEADY_FRAMES_PER_FLIGHT", "SECTION"]
 
 SECTION = "host_pieces"
 """plan.json's key for :class:`HostPieces`."""
@@ -179,11 +180,12 @@ def cpu_medians(runs: Sequence[TimedRun]) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in _cpu_times(runs).items()}
 
 
-def _timing(session: Any, mode: str, runs: Sequence[TimedRun], frames: int, plan_ns: float, mean: bool) -> PieceTiming:
-    """Pieces of ``mode``'s executor with their CPU times in ``runs`` (medians, or means: ``mean``), and the
-    latency (one frame) or steady-state period (``frames`` frames, a stream) predicted with them."""
+def _timing(session: Any, mode: str, runs: Sequence[TimedRun], frames: int, plan_ns: float) -> PieceTiming:
+    """Pieces of ``mode``'s executor with their CPU times in ``runs``, and the latency (one frame; each piece's
+    median over the single frames ``runs``) or steady-state period (``frames`` frames; each piece's median over
+    the streams ``runs`` of its mean in each) predicted with them."""
     executor = session._executor(mode)
-    cpu = cpu_means(runs) if mean else cpu_medians(runs)
+    cpu = cpu_medians(runs) if mode == "latency" else stream_costs(runs)
     pieces = tuple(PieceCost(p.name, p.operators, p.duration_ns, cpu[p.name]) for p in executor.pieces)
 
     def figure(host_ns: Mapping[str, float]) -> float:
@@ -197,6 +199,14 @@ def _timing(session: Any, mode: str, runs: Sequence[TimedRun], frames: int, plan
 def cpu_means(runs: Sequence[TimedRun]) -> dict[str, float]:
     """Host piece name -> mean CPU time per call over the timed ``runs`` (a stream's period is a mean)."""
     return {name: math.fsum(values) / len(values) for name, values in _cpu_times(runs).items()}
+
+
+def stream_costs(streams: Sequence[TimedRun]) -> dict[str, float]:
+    """Host piece name -> the median over ``streams`` of its mean CPU time per call in each: a period is a
+    mean, and one stream caught in a burst of the machine's (YOLOv5n's throughput plan at 100 crossbars:
+    three streams' periods 33 % apart) moves a mean over all of them, not the median."""
+    means = [cpu_means([run]) for run in streams]
+    return {name: statistics.median(m[name] for m in means if name in m) for name in means[0]}
 
 
 def stream_prediction(session: Any, frames: int, pieces: HostPieces | None) -> tuple[float | None, float | None]:
@@ -229,7 +239,7 @@ def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: 
     """Measure the host pieces of ``session`` (a :class:`~cimsplit.runtime.session.Session` with modeled CIM
     timing) in ``rounds`` rounds of ``repeat`` single frames, each followed by a stream of ``frames`` frames
     when the plan has a stream schedule, and predict one frame's latency (the pieces' median CPU time over
-    all single frames) and the stream's period (their mean over all streams)."""
+    all single frames) and the stream's period (the median over the streams of their mean in each)."""
     rng = np.random.default_rng(seed)
     feeds = session.check_feeds({s.name: _random(rng, s.dtype, s.shape) for s in session.input_specs})
     plan = session.manifest.plan
@@ -243,11 +253,11 @@ def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: 
         singles += [session.measure_latency(feeds) for _ in range(repeat)]
         if streaming:
             streams.append(session.measure_stream([feeds] * frames, warm_up=(k == 0)))
-    latency = _timing(session, "latency", singles, 1, session.timeline.makespan_ns, mean=False)
+    latency = _timing(session, "latency", singles, 1, session.timeline.makespan_ns)
     stream = None
     if streaming:
         steady = max(200, STEADY_FRAMES_PER_FLIGHT * session.frames_in_flight)
-        stream = _timing(session, "stream", streams, steady, plan.period_ns, mean=True)
+        stream = _timing(session, "stream", streams, steady, plan.period_ns)
     return HostPieces(latency, stream, repeat, frames if stream else 0, cpu_model(), ort.__version__,
                       before, load_average(), streams=len(streams), rounds=rounds)
 

@@ -17,8 +17,10 @@ from test_timed import add_stream, compile_fixed, fork_net, frames
 from cimsplit.cli import main
 from cimsplit.compiler.frontend import load
 from cimsplit.runtime import Session
-from cimsplit.runtime.piece_costs import HostPieces, host_pieces_of, measure_host_pieces, write_host_pieces
+from cimsplit.runtime.emulation import EmulatedTask
+from cimsplit.runtime.piece_costs import HostPieces, host_pieces_of, measure_host_pieces, stream_costs, write_host_pieces
 from cimsplit.runtime.plan import read_plan
+from cimsplit.runtime.timed import TimedRun
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +113,14 @@ def test_too_few_measuring_frames_exit_2(tmp_path, capsys) -> None:
     assert main(["compile", str(path), "-o", str(tmp_path / "out"), "--measure-pieces", "--measure-frames", "1"]) == 2
     assert capsys.readouterr().err.startswith("error: --measure-frames")
     assert not (tmp_path / "out").exists()
+
+
+def test_stream_costs_are_the_median_over_streams_of_each_streams_mean() -> None:
+    def stream(*cpu: tuple[str, str, float]) -> TimedRun:
+        return TimedRun([], [], [], tuple(EmulatedTask(resource, name, 0, 0.0, 0.0, t, t, t) for resource, name, t in cpu))
+
+    # Piece a: means 2, 3 and 30 (a stream in a burst) -> median 3 (the mean over all its calls: 9.25);
+    # piece b: 5, 7, 6 -> 6.  A bus task is not a host piece.
+    streams = [stream(("host", "a", 1.0), ("host", "a", 3.0), ("host", "b", 5.0), ("bus", "t", 9.0)),
+               stream(("host", "a", 3.0), ("host", "b", 7.0)), stream(("host", "a", 30.0), ("host", "b", 6.0))]
+    assert stream_costs(streams) == {"a": 3.0, "b": 6.0}
