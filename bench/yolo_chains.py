@@ -1,14 +1,15 @@
-"""YOLOv5n's budget chains as ``sweep --paper`` solves them, with a fixed host profile and where the time goes.
+"""A zoo YOLO's budget chains as ``sweep --paper`` solves them, with a fixed host profile and where the time goes.
 
 One chain per MVM latency (budgets 200, 100, 50, 25, largest first, proofs and segment solves carried
 down by :func:`~cimsplit.passes.placement.budget_chain.solve_chain`, one solver thread), ``--workers``
-chains at a time like the sweep's workers.  The host profile is a saved file (default the int8
-YOLOv5n profile under bench/results/profiles), not this machine's cache, so two runs on different
+chains at a time like the sweep's workers.  ``--model`` (default yolov5n; yolov8n) picks the int8 zoo model;
+the host profile is a saved file (default the model's int8 profile under bench/results/profiles,
+e.g. yolov8n-int8.json), not this machine's cache, so two runs on different
 commits solve the same problems.  Per point: status, gap, time, makespan, and the sliced
 decomposition's segment solves and seconds (from its log line).
 
-    nice .venv/bin/python bench/yolo_chains.py [--mvm-latency 50,100,500,1000] [--crossbars 25,50,100,200]
-        [--time-limit 60] [--workers 2] [--profile bench/results/profiles/yolov5n-int8.json] [--out FILE]
+    nice .venv/bin/python bench/yolo_chains.py [--model yolov5n] [--mvm-latency 50,100,500,1000] [--crossbars 25,50,100,200]
+        [--time-limit 60] [--workers 2] [--profile bench/results/profiles/MODEL-int8.json] [--out FILE]
 
 ``--trace C,T``: one point alone instead (no chain): the whole-operator step, then the sliced
 decomposition for ``--time-limit`` seconds, printing every solve of a segment of more than 20
@@ -43,7 +44,7 @@ class _Segments(logging.Handler):
             self.last = text.removeprefix("cp-sat sliced: ")
 
 
-def chain(mvm_ns: float, crossbars: list[int], time_limit_s: float, profile_path: str) -> list[str]:
+def chain(model: str, mvm_ns: float, crossbars: list[int], time_limit_s: float, profile_path: str) -> list[str]:
     """Solve one latency's chain; the table lines of its points (in the order they were settled)."""
     from cimsplit.passes.placement import SolveOptions
     from cimsplit.passes.placement.budget_chain import solve_chain
@@ -52,19 +53,19 @@ def chain(mvm_ns: float, crossbars: list[int], time_limit_s: float, profile_path
     logger = logging.getLogger("cimsplit.passes.placement.solvers.cpsat.sliced_staged")
     logger.setLevel(logging.INFO)
     logger.addHandler(handler)
-    problems = _problems(crossbars, mvm_ns, profile_path)
+    problems = _problems(model, crossbars, mvm_ns, profile_path)
     lines: dict[int, str] = {}
     for i, _, result in solve_chain(problems, SolveOptions(time_limit_s=time_limit_s, threads=1)):
         s = result.solver
         segments = handler.last if s.time_s > 0 else "-"
         handler.last = "-"
-        lines[i] = (f"yolov5n {crossbars[i]:>4} {int(mvm_ns):>5}  {s.status:<10} {100 * s.gap:>7.3f} {s.time_s:>7.2f} "
+        lines[i] = (f"{model} {crossbars[i]:>4} {int(mvm_ns):>5}  {s.status:<10} {100 * s.gap:>7.3f} {s.time_s:>7.2f} "
                     f"{result.schedule.makespan_ns / 1e6:>9.4f}   {segments}")
     return [lines[i] for i in range(len(crossbars)) if i in lines]
 
 
-def _problems(crossbars: list[int], mvm_ns: float, profile_path: str) -> list:
-    """The int8 YOLOv5n's sliced problems at ``mvm_ns`` and each budget, costed with the saved profile."""
+def _problems(model: str, crossbars: list[int], mvm_ns: float, profile_path: str) -> list:
+    """The int8 zoo ``model``'s sliced problems at ``mvm_ns`` and each budget, costed with the saved profile."""
     import onnx
 
     from cimsplit.compiler.costs import build_costs
@@ -77,8 +78,8 @@ def _problems(crossbars: list[int], mvm_ns: float, profile_path: str) -> list:
 
     preset = load_hardware("x86")
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "yolov5n.onnx"
-        onnx.save(zoo.build("yolov5n", int8=True), path)
+        path = Path(tmp) / f"{model}.onnx"
+        onnx.save(zoo.build(model, int8=True), path)
         loaded = load(path, crossbar_size=(preset.crossbar_rows, preset.crossbar_cols))
     profile = HostProfile.load(Path(profile_path))
     check_fingerprint(profile, loaded.fingerprint)
@@ -89,7 +90,7 @@ def _problems(crossbars: list[int], mvm_ns: float, profile_path: str) -> list:
     return problems
 
 
-def trace(c: int, mvm_ns: float, time_limit_s: float, profile_path: str) -> None:
+def trace(model: str, c: int, mvm_ns: float, time_limit_s: float, profile_path: str) -> None:
     """``--trace``: where one point's sliced decomposition spends its time (module docstring)."""
     from dataclasses import replace
 
@@ -98,7 +99,7 @@ def trace(c: int, mvm_ns: float, time_limit_s: float, profile_path: str) -> None
     from cimsplit.passes.placement.slicing import with_kinds
     from cimsplit.passes.placement.solvers.cpsat import sliced_segments
 
-    (problem,) = _problems([c], mvm_ns, profile_path)
+    (problem,) = _problems(model, [c], mvm_ns, profile_path)
     begin = time.perf_counter()
     whole = place(replace(problem, slicings=()), SolveOptions(time_limit_s=time_limit_s / 2, threads=1))
     print(f"# whole-operator step: {whole.solver.status} {whole.schedule.makespan_ns / 1e6:.4f} ms in "
@@ -132,13 +133,16 @@ def main() -> int:
     parser.add_argument("--crossbars", default="25,50,100,200")
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--profile", default=str(HERE / "results" / "profiles" / "yolov5n-int8.json"))
+    parser.add_argument("--model", default="yolov5n", help="int8 zoo model")
+    parser.add_argument("--profile", default=None, help="default bench/results/profiles/MODEL-int8.json")
     parser.add_argument("--out", default=None)
     parser.add_argument("--trace", default=None, metavar="C,T")
     args = parser.parse_args()
+    if args.profile is None:
+        args.profile = str(HERE / "results" / "profiles" / f"{args.model}-int8.json")
     if args.trace:
         c, t = args.trace.split(",")
-        trace(int(c), float(t), args.time_limit, args.profile)
+        trace(args.model, int(c), float(t), args.time_limit, args.profile)
         return 0
     latencies = [float(x) for x in args.mvm_latency.split(",")]
     crossbars = [int(x) for x in args.crossbars.split(",")]
@@ -150,7 +154,7 @@ def main() -> int:
     print("\n".join(head), flush=True)
     begin = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [pool.submit(chain, t, crossbars, args.time_limit, args.profile) for t in latencies]
+        futures = [pool.submit(chain, args.model, t, crossbars, args.time_limit, args.profile) for t in latencies]
         body = [line for future in futures for line in future.result()]
     wall = time.perf_counter() - begin
     tail = [f"# wall {wall:.1f} s; load average at end {os.getloadavg()}"]
