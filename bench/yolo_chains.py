@@ -102,8 +102,8 @@ def trace(model: str, c: int, mvm_ns: float, time_limit_s: float, profile_path: 
     (problem,) = _problems(model, [c], mvm_ns, profile_path)
     begin = time.perf_counter()
     whole = place(replace(problem, slicings=()), SolveOptions(time_limit_s=time_limit_s / 2, threads=1))
-    print(f"# whole-operator step: {whole.solver.status} {whole.schedule.makespan_ns / 1e6:.4f} ms in "
-          f"{time.perf_counter() - begin:.1f} s", flush=True)
+    print(f"# whole-operator step: {whole.solver.status} {whole.schedule.makespan_ns / 1e6:.4f} ms, bound "
+          f"{whole.solver.bound_ns / 1e6:.4f} in {time.perf_counter() - begin:.1f} s ({whole.solver.reason})", flush=True)
     sliced = with_kinds(problem, slicing_kinds("auto"))
     seg = sliced_segments.split_sliced(sliced)
     print(f"# sliced segments (operators): {[len(m) for m in seg.members]}, exact {seg.exact}", flush=True)

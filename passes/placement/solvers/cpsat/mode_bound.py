@@ -1,0 +1,157 @@
+"""A lower bound by mode choice alone: a small MILP over modes with host-load and path rows, no host order.
+
+Every operator v runs in one mode m of :func:`~cimsplit.passes.placement.sliced_bound.modes` (whole on
+the host, whole on the CIM, a slicing option), one-hot binaries ``x_vm``, with host time
+``load_v = sum_m host_m x_vm``, shortest duration ``d_v = sum_m dur_m x_vm`` (from v's last input to
+its output) and crossbars within the budget (eq. 14).  ``f_v`` (continuous) is v's output time, T the
+makespan.  Rows, each true of every feasible schedule with its modes (so the MILP's optimum R <= the
+optimum, at this budget and every smaller one, whose schedules are feasible here too):
+
+- ``f_v >= d_v``, ``f_v >= f_u + d_v`` on every edge (transfers >= 0), ``T >= f_v`` for every v (every
+  operator reaches a sink or writes an output, and f does not decrease along edges);
+- ``T >= sum_v load_v``: host tasks never overlap and lie in [0, T];
+- ``f_v >= sum_{u in anc(v)} load_u + load_v``: every host task of an ancestor ends before v's inputs
+  are there, v's own host tasks end by f_v (a sliced v's parts start after its inputs, its join ends
+  at f_v: :mod:`...slicing`);
+- ``T >= f_v + sum_{w in desc(v)} load_w``: every host task of a descendant starts after f_v;
+- **pair rows**, for incomparable u, w: ``T >= min(f_u, f_w) + sum_{x in desc(u) | desc(w)} load_x``:
+  every host task of a descendant of u or of w starts after its input from u or w is there, so after
+  min(f_u, f_w), and they do not overlap.  As a disjunction with one binary z_uw:
+  ``T >= f_u + L - M z_uw`` and ``T >= f_w + L - M (1 - z_uw)``, M the sum of every mode's longest
+  time (no f or load of a schedule without idle padding exceeds it, and one without padding is
+  optimal among those with its modes and host order).
+
+The pair rows are what the CP-SAT model's linear relaxation misses on a detector head: YOLOv8n int8's
+41-operator sliced head segment at 60 crossbars / 500 ns: CP-SAT's bound 11.03 ms after 8 s of
+deterministic time, this MILP 11.28 ms without the pair rows and 12.03 ms with them (best known
+schedule 12.33 ms).  They are generated lazily: solve, find the pair rows the solution violates with
+each f at its least value given the modes (the longest path of the other rows), add them, solve
+again.  A solution that violates none is feasible for the MILP with every pair row, so the last
+solve's optimum is that MILP's optimum; a solve cut off by the time limit gives its dual bound,
+still a lower bound of the MILP with the rows added so far, which is a relaxation of the full one.
+
+Floating point: HiGHS solves in ms with feasibility and integrality tolerances of 1e-9 (errors of
+order rows x 1e-9 ms); the bound returned is the MILP's dual bound less :data:`MARGIN` of it
+(1e-6 of a 12 ms segment is 12 ns, many orders above those errors).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import highspy
+
+from cimsplit.passes.placement import dag
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.sliced_bound import modes
+
+__all__ = ["MARGIN", "NODES", "mode_bound_ns"]
+
+NODES = 5000
+"""Branch-and-bound nodes per MILP solve (the 41-operator head above: well under 1,000)."""
+MARGIN = 1e-6
+"""Relative margin taken off the MILP's dual bound (floating-point tolerances; module docstring)."""
+_MS = 1e-6
+
+
+@functools.lru_cache(maxsize=4096)
+def mode_bound_ns(problem: PlacementProblem, upper_ns: float | None = None, nodes: int = NODES, rounds: int = 4,
+                  time_limit_s: float = 10.0) -> float:
+    """R of the module docstring (a proven lower bound on ``problem``'s optimum, sliced or not), with at
+    most ``rounds`` rounds of pair-row generation and ``nodes`` branch-and-bound nodes per MILP solve
+    (a count, so the bound is the same on every run; ``time_limit_s`` per solve only as a safety net).
+    Cached: a budget chain asks for the same segment problems again.
+
+    ``upper_ns``: the span of a feasible schedule.  R <= the optimum <= it, so ``T <= upper`` leaves R
+    unchanged, and then M = upper suffices in the pair rows (f_u <= T and L <= sum of loads <= T, so
+    ``f_u + L - M <= T``): a far tighter relaxation for HiGHS (an infeasible cap, which the argument
+    excludes up to rounding, gives the bound 0)."""
+    n = problem.n
+    if n == 0:
+        return 0.0
+    table = [modes(problem, v) for v in range(n)]
+    h = highspy.Highs()
+    for name, value in (("output_flag", False), ("threads", 1), ("time_limit", float(time_limit_s)),
+                        ("mip_max_nodes", int(nodes)),
+                        ("mip_rel_gap", 0.0), ("mip_abs_gap", 0.0), ("mip_feasibility_tolerance", 1e-9),
+                        ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9)):
+        h.setOptionValue(name, value)
+    x = [[h.addBinary() for _ in table[v]] for v in range(n)]
+    load = [sum(m[0] * _MS * b for m, b in zip(table[v], x[v])) for v in range(n)]
+    dur = [sum(m[2] * _MS * b for m, b in zip(table[v], x[v])) for v in range(n)]
+    for v in range(n):
+        h.addConstr(sum(x[v]) == 1)
+    xbars = [m[1] * b for v in range(n) for m, b in zip(table[v], x[v]) if m[1] > 0]
+    if xbars:
+        h.addConstr(sum(xbars) <= problem.budget)
+    big = sum(max(m[0], m[2]) for options in table for m in options) * _MS + 1.0
+    if upper_ns is not None:
+        big = min(big, upper_ns * _MS)
+    f = [h.addVariable(lb=0.0, ub=big) for _ in range(n)]
+    T = h.addVariable(lb=0.0, ub=big)  # noqa: N806 - the paper's T
+    h.addConstr(T >= sum(load))
+    anc, desc = dag.ancestors(problem), dag.descendants(problem)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for u, v, _ in problem.edges:
+        preds[v].append(u)
+        h.addConstr(f[v] >= f[u] + dur[v])
+    for v in range(n):
+        h.addConstr(f[v] >= dur[v])
+        h.addConstr(T >= f[v])
+        before = [load[u] for u in range(n) if anc[v] >> u & 1]
+        if before:
+            h.addConstr(f[v] >= sum(before) + load[v])
+        after = [load[w] for w in range(n) if desc[v] >> w & 1]
+        if after:
+            h.addConstr(T >= f[v] + sum(after))
+    pairs = dag.incomparable_pairs(problem)
+    added: set[tuple[int, int]] = set()
+    bound = 0.0
+    for _ in range(rounds):
+        h.minimize(T)
+        status = h.getModelStatus()
+        if status == highspy.HighsModelStatus.kInfeasible:
+            return 0.0
+        if status != highspy.HighsModelStatus.kOptimal:
+            bound = max(bound, h.getInfo().mip_dual_bound)
+            break
+        bound = max(bound, h.getInfo().mip_dual_bound)
+        pick = [_chosen([h.val(b) for b in x[v]]) for v in range(n)]
+        loads = [table[v][pick[v]][0] * _MS for v in range(n)]
+        least = _least_finish(table, pick, loads, preds, anc)
+        t_value = h.val(T)
+        violated = []
+        for u, w in pairs:
+            if (u, w) in added:
+                continue
+            both = desc[u] | desc[w]
+            need = min(least[u], least[w]) + sum(loads[k] for k in range(n) if both >> k & 1)
+            if need > t_value + 1e-7:
+                violated.append((need - t_value, u, w))
+        if not violated:
+            break
+        for _, u, w in sorted(violated, reverse=True)[:64]:
+            added.add((u, w))
+            both = desc[u] | desc[w]
+            rest = sum(load[k] for k in range(n) if both >> k & 1)
+            z = h.addBinary()
+            h.addConstr(T >= f[u] + rest - big * z)
+            h.addConstr(T >= f[w] + rest - big * (1 - z))
+    return max(0.0, bound * (1.0 - MARGIN) / _MS)
+
+
+def _chosen(values: list[float]) -> int:
+    """The mode whose binary is 1 (the largest value, against tolerances)."""
+    return max(range(len(values)), key=values.__getitem__)
+
+
+def _least_finish(table: list, pick: list[int], loads: list[float], preds: list[list[int]],
+                  anc: list[int]) -> list[float]:
+    """Each f_v at its least value given the modes ``pick`` under the path and ancestor-load rows (ms)."""
+    least: list[float] = []
+    for v in range(len(table)):
+        d = table[v][pick[v]][2] * _MS
+        ready = max([least[u] for u in preds[v]], default=0.0)
+        before = sum(loads[u] for u in range(v) if anc[v] >> u & 1)
+        least.append(max(ready + d, before + loads[v]))
+    return least

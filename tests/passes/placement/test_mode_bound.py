@@ -1,0 +1,73 @@
+"""The mode bound (solvers/cpsat/mode_bound.py): hand-computed on a tiny graph, never above the
+brute-force optimum, never below the cheap bounds, and the sliced decomposition that uses it still
+agrees with the brute force."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from _brute import brute_force_optimum, brute_force_sliced, random_chained_sliced_problem, random_problem, random_sliced_problem
+
+from cimsplit.passes.placement import PlacementProblem
+from cimsplit.passes.placement.simulate import simulate
+from cimsplit.passes.placement.sliced_bound import sliced_lower_bound_ns
+from cimsplit.passes.placement.solvers.cpsat import sliced_segments
+from cimsplit.passes.placement.solvers.cpsat.mode_bound import MARGIN, mode_bound_ns
+
+
+def _two_branches(budget: int) -> PlacementProblem:
+    """u, w (host 10 / CIM 4 on 1 crossbar each) feed the host-only p, q (3 each), no transfers."""
+    return PlacementProblem(names=("u", "w", "p", "q"), t_host_ns=(10.0, 10.0, 3.0, 3.0),
+                            t_cim_ns=(4.0, 4.0, None, None), crossbars=(1, 1, 0, 0),
+                            edges=((0, 2, 0.0), (1, 3, 0.0)), budget=budget)
+
+
+def test_the_pair_row_sees_two_branches_waiting_for_the_cim():
+    """Budget 2: u, w on the CIM end at 4, then p and q run one after the other: 10.  Each single row
+    gives 7 (f_u + load of u's descendants = 4 + 3, the path 4 + 3, the host load 6); the pair row
+    min(f_u, f_w) + load(p, q) = 4 + 6 = 10.  Budget 1: one of u, w on the host, so the host runs
+    10 + 3 + 3 = 16, which the host-load row gives."""
+    problem = _two_branches(2)
+    assert brute_force_optimum(problem) == 10.0
+    assert sliced_lower_bound_ns(problem) == 7.0
+    assert mode_bound_ns(problem) == pytest.approx(10.0 * (1 - MARGIN), rel=1e-12)
+    assert brute_force_optimum(_two_branches(1)) == 16.0
+    assert mode_bound_ns(_two_branches(1)) == pytest.approx(16.0 * (1 - MARGIN), rel=1e-12)
+
+
+def test_the_mode_bound_never_exceeds_the_brute_force_optimum_and_is_tight_on_some():
+    tight = 0
+    for seed in range(150):
+        rng = random.Random(5000 + seed)
+        problem = random_sliced_problem(rng, max_ops=6)
+        for budget in sorted({problem.budget, problem.budget // 2, 0}):
+            at = replace(problem, budget=budget)
+            optimum = brute_force_sliced(at)
+            bound = mode_bound_ns(at)
+            assert bound <= optimum + 1e-9, at
+            assert bound >= sliced_lower_bound_ns(at) * (1 - 2 * MARGIN) - 1e-9, at  # host load and path inside
+            tight += bound >= optimum * (1 - 2 * MARGIN)
+    assert tight >= 100
+
+
+def test_the_mode_bound_of_whole_operator_problems():
+    for seed in range(150):
+        problem = random_problem(random.Random(8000 + seed), max_ops=7)
+        assert mode_bound_ns(problem) <= brute_force_optimum(problem) + 1e-9, problem
+
+
+@pytest.mark.parametrize("half", range(2))
+def test_the_sliced_decomposition_with_the_mode_bound_on_every_segment_agrees_with_brute_force(
+        half: int, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sliced_segments, "MODE_BOUND_OPERATORS", 1)
+    for seed in range(30 * half, 30 * (half + 1)):
+        problem = random_chained_sliced_problem(random.Random(6000 + seed))
+        optimum = brute_force_sliced(problem)
+        run = sliced_segments.solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1,
+                                                       warm_start=simulate(problem, [True] * problem.n))
+        assert run.bound_ns <= optimum + 1e-9, problem
+        if sliced_segments.split_sliced(problem).exact:
+            assert run.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
+            assert run.bound_ns == pytest.approx(optimum, rel=1e-5)
