@@ -37,13 +37,12 @@ order rows x 1e-9 ms); the bound returned is the MILP's dual bound less :data:`M
 
 from __future__ import annotations
 
-import functools
-
 import highspy
 
 from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.sliced_bound import modes
+from cimsplit.passes.placement.solvers.highs import _stdout_silenced
 
 __all__ = ["MARGIN", "NODES", "mode_bound_ns"]
 
@@ -54,23 +53,42 @@ MARGIN = 1e-6
 _MS = 1e-6
 
 
-@functools.lru_cache(maxsize=4096)
+_CACHE: dict[tuple[PlacementProblem, float | None, int, int], float] = {}
+"""Bounds whose MILP solves all ended within the node and round limits (not the wall clock): the same
+on every run, so a budget chain's later points reuse them."""
+
+
 def mode_bound_ns(problem: PlacementProblem, upper_ns: float | None = None, nodes: int = NODES, rounds: int = 4,
                   time_limit_s: float = 10.0) -> float:
     """R of the module docstring (a proven lower bound on ``problem``'s optimum, sliced or not), with at
     most ``rounds`` rounds of pair-row generation and ``nodes`` branch-and-bound nodes per MILP solve
     (a count, so the bound is the same on every run; ``time_limit_s`` per solve only as a safety net).
-    Cached: a budget chain asks for the same segment problems again.
+    Cached unless the time limit cut a solve off: a budget chain asks for the same segment problems again.
 
     ``upper_ns``: the span of a feasible schedule.  R <= the optimum <= it, so ``T <= upper`` leaves R
     unchanged, and then M = upper suffices in the pair rows (f_u <= T and L <= sum of loads <= T, so
     ``f_u + L - M <= T``): a far tighter relaxation for HiGHS (an infeasible cap, which the argument
     excludes up to rounding, gives the bound 0)."""
+    key = (problem, upper_ns, nodes, rounds)
+    if key in _CACHE:
+        return _CACHE[key]
+    bound, timed_out = _solve(problem, upper_ns, nodes, rounds, time_limit_s)
+    if not timed_out:
+        if len(_CACHE) >= 4096:
+            _CACHE.clear()
+        _CACHE[key] = bound
+    return bound
+
+
+def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds: int,
+           time_limit_s: float) -> tuple[float, bool]:
+    """(R less the margin, whether the time limit stopped a solve)."""
     n = problem.n
     if n == 0:
-        return 0.0
+        return 0.0, False
     table = [modes(problem, v) for v in range(n)]
-    h = highspy.Highs()
+    with _stdout_silenced(True):  # the banner HiGHS prints when an instance is created
+        h = highspy.Highs()
     for name, value in (("output_flag", False), ("threads", 1), ("time_limit", float(time_limit_s)),
                         ("mip_max_nodes", int(nodes)),
                         ("mip_rel_gap", 0.0), ("mip_abs_gap", 0.0), ("mip_feasibility_tolerance", 1e-9),
@@ -106,14 +124,15 @@ def mode_bound_ns(problem: PlacementProblem, upper_ns: float | None = None, node
             h.addConstr(T >= f[v] + sum(after))
     pairs = dag.incomparable_pairs(problem)
     added: set[tuple[int, int]] = set()
-    bound = 0.0
+    bound, timed_out = 0.0, False
     for _ in range(rounds):
         h.minimize(T)
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
-            return 0.0
+            return 0.0, False
         if status != highspy.HighsModelStatus.kOptimal:
             bound = max(bound, h.getInfo().mip_dual_bound)
+            timed_out = status == highspy.HighsModelStatus.kTimeLimit
             break
         bound = max(bound, h.getInfo().mip_dual_bound)
         pick = [_chosen([h.val(b) for b in x[v]]) for v in range(n)]
@@ -137,7 +156,7 @@ def mode_bound_ns(problem: PlacementProblem, upper_ns: float | None = None, node
             z = h.addBinary()
             h.addConstr(T >= f[u] + rest - big * z)
             h.addConstr(T >= f[w] + rest - big * (1 - z))
-    return max(0.0, bound * (1.0 - MARGIN) / _MS)
+    return max(0.0, bound * (1.0 - MARGIN) / _MS), timed_out
 
 
 def _chosen(values: list[float]) -> int:

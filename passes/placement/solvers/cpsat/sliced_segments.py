@@ -79,10 +79,11 @@ of one budget chain (module docstring)."""
 
 _ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
 MODE_BOUND_OPERATORS = 16
-"""Segments of at least this many operators get the mode bound of :mod:`.mode_bound` before each solve
-(YOLOv8n int8's 41-operator head: 0.1-1.7 s per budget, 1-2 ms of a 12 ms span closer than CP-SAT's
-bound); smaller ones are proven by CP-SAT alone in a fraction of that."""
-MODE_BOUND_STEPS = 12
+"""Segments of at least this many operators get the mode bound of :mod:`.mode_bound` once the lazy loop
+targets them (:meth:`_SlicedDecomposition.escalate`; YOLOv8n int8's 41-operator head: 0.1-1.7 s per
+budget, 1-2 ms of a 12 ms span closer than CP-SAT's bound); smaller ones are proven by CP-SAT alone
+in a fraction of that."""
+MODE_BOUND_STEPS = 8
 """The floor of a large segment takes the mode bound at budgets cap·k / this, k = 0..this."""
 
 
@@ -170,6 +171,8 @@ class _SlicedDecomposition(_Decomposition):
             return max(xbars + [o.crossbars for o in slicings[w] if o.crossbars <= self.budget])
 
         self.caps = [min(self.budget, sum(most(w) for w in members)) for members in self.seg.members]
+        self.escalated: set[_Key] = set()
+        """Keys of large segments the lazy loop has targeted (:meth:`escalate`)."""
         self.enter_warm_start()
         self.enter_cheap_bounds()
 
@@ -239,12 +242,6 @@ class _SlicedDecomposition(_Decomposition):
         every host task of the segment runs within its span (the argument of the module docstring),
         so F_i(b) >= that at c = b; the critical path of shortest modes at the cap is <= F_i(cap) <=
         F_i(b) for b <= cap (F does not increase with the budget).  ``floor[b]`` is their maximum.
-
-        Segments of at least :data:`MODE_BOUND_OPERATORS` operators also get the mode bound
-        (:mod:`.mode_bound`) of the segment problem at every :data:`MODE_BOUND_STEPS`-th part of the cap:
-        R at budget g is <= F_i(g) <= F_i(b) for b <= g.  Without it the DP's bound put YOLOv8n's head
-        at budgets no solve had bounded (only the cap's solve, 8.7 ms against spans of 12-13 ms), and
-        the lazy loop walked up one budget per round, a CP-SAT solve each.
         """
         for key in self.keys:
             i, h0, h1 = key
@@ -252,15 +249,42 @@ class _SlicedDecomposition(_Decomposition):
             path_ns = critical_path_bound_ns(sub)
             loads = host_load_by_budget_ns(sub)
             loads += [loads[-1]] * (self.caps[i] + 1 - len(loads))
-            floor = [max(load, path_ns) * (1.0 - 1e-12) for load in loads]  # float sums' rounding
-            if len(self.seg.members[i]) >= MODE_BOUND_OPERATORS:
-                cap = self.caps[i]
-                for g in sorted({cap * k // MODE_BOUND_STEPS for k in range(MODE_BOUND_STEPS + 1)}, reverse=True):
-                    if time.perf_counter() > self.deadline:
-                        break
-                    r = mode_bound_ns(_sliced_segment(self.seg, i, h0, h1, g)[0])
-                    floor[:g + 1] = [max(x, r) for x in floor[:g + 1]]
-            self.fronts[key].floor = floor
+            self.fronts[key].floor = [max(load, path_ns) * (1.0 - 1e-12) for load in loads]  # float sums' rounding
+
+    def _mode_bound(self, sub: PlacementProblem, upper_ns: float | None = None) -> float:
+        """:func:`.mode_bound.mode_bound_ns` within what is left before the deadline."""
+        return mode_bound_ns(sub, upper_ns, time_limit_s=max(0.05, min(10.0, self.deadline - time.perf_counter())))
+
+    def escalate(self, key: _Key) -> None:
+        """The first time the lazy loop targets a segment of at least :data:`MODE_BOUND_OPERATORS`
+        operators: floor its front with the mode bound (:mod:`.mode_bound`) of the segment problem at
+        every :data:`MODE_BOUND_STEPS`-th part of the cap (R at budget g is <= F_i(g) <= F_i(b) for
+        b <= g), and bound each of its later solves by R at their budget.  Without it the DP's bound
+        put YOLOv8n's head at budgets no solve had bounded (only the cap's solve, 8.7 ms against spans
+        of 12-13 ms), and the lazy loop walked up one budget per round, a CP-SAT solve each.  Not
+        before: points whose first solves close the gap pay nothing."""
+        i, h0, h1 = key
+        if key in self.escalated or len(self.seg.members[i]) < MODE_BOUND_OPERATORS:
+            return
+        self.escalated.add(key)
+        floor, cap = self.fronts[key].floor, self.caps[i]
+        for g in sorted({cap * k // MODE_BOUND_STEPS for k in range(MODE_BOUND_STEPS + 1)}, reverse=True):
+            if time.perf_counter() > self.deadline:
+                break
+            r = self._mode_bound(_sliced_segment(self.seg, i, h0, h1, g)[0])
+            floor[:g + 1] = [max(x, r) for x in floor[:g + 1]]
+
+    def loose_segments(self, lower_path: list[tuple[bool, int]], tolerance_ns: float) -> list[tuple[_Key, int]]:
+        """:meth:`.segments._Decomposition.loose_segments`, after escalating (:meth:`escalate`) the large
+        segments among them, on the DP's new allocation when that changed a floor."""
+        targets = super().loose_segments(lower_path, tolerance_ns)
+        fresh = [key for key, _ in targets if key not in self.escalated
+                 and len(self.seg.members[key[0]]) >= MODE_BOUND_OPERATORS]
+        if not fresh:
+            return targets
+        for key in fresh:
+            self.escalate(key)
+        return super().loose_segments(self.best(lower=True)[1], tolerance_ns)
 
     def solve_all(self, jobs: list) -> None:
         """:meth:`.segments._Decomposition.solve_all` less the jobs an earlier solve at their limit
@@ -271,13 +295,13 @@ class _SlicedDecomposition(_Decomposition):
         super().solve_all([job for job in jobs if not answered(*job[:3])])
 
     def run(self, job) -> _Solve | None:
-        _, limit, seconds, sub, index, warm = job
+        key, limit, seconds, sub, index, warm = job
         left = self.deadline - time.perf_counter()
         if left < 0.01:
             return None
         # The mode bound (a proven F(limit) >= lb, :mod:`.mode_bound`) for large segments: the solve's
         # ``T >= lb`` row and its bound; a warm start within the gap of it is optimal without a solve.
-        lb = mode_bound_ns(sub, warm.makespan_ns) if len(index) - 2 >= MODE_BOUND_OPERATORS else 0.0
+        lb = self._mode_bound(sub, warm.makespan_ns) if key in self.escalated else 0.0
         if lb >= warm.makespan_ns * (1.0 - self.gap):
             out = SlicedOutcome("optimal", warm, None, min(lb, warm.makespan_ns), 0.0, 0, 0, True)
         else:
