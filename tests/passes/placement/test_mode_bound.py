@@ -62,6 +62,14 @@ def test_the_mode_bound_of_whole_operator_problems():
 def test_the_sliced_decomposition_with_the_mode_bound_on_every_segment_agrees_with_brute_force(
         half: int, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(sliced_segments, "MODE_BOUND_OPERATORS", 1)
+    escalated = []
+    escalate = sliced_segments._SlicedDecomposition.escalate
+
+    def counted(self, key):
+        escalated.append(key not in self.escalated)
+        escalate(self, key)
+
+    monkeypatch.setattr(sliced_segments._SlicedDecomposition, "escalate", counted)
     for seed in range(30 * half, 30 * (half + 1)):
         problem = random_chained_sliced_problem(random.Random(6000 + seed))
         optimum = brute_force_sliced(problem)
@@ -71,3 +79,4 @@ def test_the_sliced_decomposition_with_the_mode_bound_on_every_segment_agrees_wi
         if sliced_segments.split_sliced(problem).exact:
             assert run.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
             assert run.bound_ns == pytest.approx(optimum, rel=1e-5)
+    assert sum(escalated) >= 3  # the lazy loop did target segments, which then got the mode bound
