@@ -58,9 +58,8 @@ def test_the_mode_bound_of_whole_operator_problems():
         assert mode_bound_ns(problem) <= brute_force_optimum(problem) + 1e-9, problem
 
 
-@pytest.mark.parametrize("half", range(2))
 def test_the_sliced_decomposition_with_the_mode_bound_on_every_segment_agrees_with_brute_force(
-        half: int, monkeypatch: pytest.MonkeyPatch):
+        monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(sliced_segments, "MODE_BOUND_OPERATORS", 1)
     escalated = []
     escalate = sliced_segments._SlicedDecomposition.escalate
@@ -70,7 +69,7 @@ def test_the_sliced_decomposition_with_the_mode_bound_on_every_segment_agrees_wi
         escalate(self, key)
 
     monkeypatch.setattr(sliced_segments._SlicedDecomposition, "escalate", counted)
-    for seed in range(30 * half, 30 * (half + 1)):
+    for seed in range(60):
         problem = random_chained_sliced_problem(random.Random(6000 + seed))
         optimum = brute_force_sliced(problem)
         run = sliced_segments.solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1,
@@ -79,4 +78,4 @@ def test_the_sliced_decomposition_with_the_mode_bound_on_every_segment_agrees_wi
         if sliced_segments.split_sliced(problem).exact:
             assert run.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
             assert run.bound_ns == pytest.approx(optimum, rel=1e-5)
-    assert sum(escalated) >= 3  # the lazy loop did target segments, which then got the mode bound
+    assert sum(escalated) >= 5  # the lazy loop did target segments, which then got the mode bound
