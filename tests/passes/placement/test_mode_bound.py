@@ -79,3 +79,18 @@ def test_the_sliced_decomposition_with_the_mode_bound_on_every_segment_agrees_wi
             assert run.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
             assert run.bound_ns == pytest.approx(optimum, rel=1e-5)
     assert sum(escalated) >= 5  # the lazy loop did target segments, which then got the mode bound
+
+
+def test_the_mode_bound_after_another_highs_instance_chose_the_thread_count():
+    """HiGHS's scheduler is per process: a solve asking for another thread count than the first
+    instance's stopped with an error, and the bound was 0 (seen after the MILP backend had run)."""
+    import highspy
+
+    other = highspy.Highs()
+    other.setOptionValue("output_flag", False)
+    other.setOptionValue("threads", 2)
+    a, b = other.addBinary(), other.addBinary()
+    other.addConstr(a + b >= 1)
+    other.minimize(a + 2 * b)
+    problem = replace(_two_branches(2), names=("u2", "w2", "p2", "q2"))  # not in the cache
+    assert mode_bound_ns(problem) == pytest.approx(10.0 * (1 - MARGIN), rel=1e-12)

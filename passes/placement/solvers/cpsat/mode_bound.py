@@ -47,14 +47,14 @@ from cimsplit.passes.placement.solvers.highs import _stdout_silenced
 __all__ = ["MARGIN", "NODES", "mode_bound_ns"]
 
 NODES = 5000
-"""Branch-and-bound nodes per MILP solve (the 41-operator head above: well under 1,000)."""
+"""Branch-and-bound nodes per MILP solve (a limit of 200 gave the same bounds on the 41-operator head above)."""
 MARGIN = 1e-6
 """Relative margin taken off the MILP's dual bound (floating-point tolerances; module docstring)."""
 _MS = 1e-6
 
 
 _CACHE: dict[tuple[PlacementProblem, float | None, int, int], float] = {}
-"""Bounds whose MILP solves all ended within the node and round limits (not the wall clock): the same
+"""Bounds whose MILP solves all ended by themselves or at the node limit (not the wall clock): the same
 on every run, so a budget chain's later points reuse them."""
 
 
@@ -82,14 +82,17 @@ def mode_bound_ns(problem: PlacementProblem, upper_ns: float | None = None, node
 
 def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds: int,
            time_limit_s: float) -> tuple[float, bool]:
-    """(R less the margin, whether the time limit stopped a solve)."""
+    """(R less the margin, whether a solve stopped for another reason than its node limit: the wall
+    clock or an error, so that the bound is not to be cached)."""
     n = problem.n
     if n == 0:
         return 0.0, False
     table = [modes(problem, v) for v in range(n)]
     with _stdout_silenced(True):  # the banner HiGHS prints when an instance is created
         h = highspy.Highs()
-    for name, value in (("output_flag", False), ("threads", 1), ("time_limit", float(time_limit_s)),
+    # No "threads": HiGHS's scheduler is per process, and a solve asking for another count than the
+    # first instance's (the MILP backend's) stops with an error (the bound was 0 after a HiGHS placement).
+    for name, value in (("output_flag", False), ("time_limit", float(time_limit_s)),
                         ("mip_max_nodes", int(nodes)),
                         ("mip_rel_gap", 0.0), ("mip_abs_gap", 0.0), ("mip_feasibility_tolerance", 1e-9),
                         ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9)):
@@ -124,16 +127,18 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
             h.addConstr(T >= f[v] + sum(after))
     pairs = dag.incomparable_pairs(problem)
     added: set[tuple[int, int]] = set()
-    bound, timed_out = 0.0, False
+    bound = 0.0
     for _ in range(rounds):
         h.minimize(T)
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
             return 0.0, False
         if status != highspy.HighsModelStatus.kOptimal:
-            bound = max(bound, h.getInfo().mip_dual_bound)
-            timed_out = status == highspy.HighsModelStatus.kTimeLimit
-            break
+            limits = (highspy.HighsModelStatus.kSolutionLimit, highspy.HighsModelStatus.kIterationLimit)
+            if status in limits:  # the node limit: the dual bound, the same on every run
+                bound = max(bound, h.getInfo().mip_dual_bound)
+            return max(0.0, bound * (1.0 - MARGIN) / _MS), status not in limits  # else: not cached
+
         bound = max(bound, h.getInfo().mip_dual_bound)
         pick = [_chosen([h.val(b) for b in x[v]]) for v in range(n)]
         loads = [table[v][pick[v]][0] * _MS for v in range(n)]
@@ -156,7 +161,7 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
             z = h.addBinary()
             h.addConstr(T >= f[u] + rest - big * z)
             h.addConstr(T >= f[w] + rest - big * (1 - z))
-    return max(0.0, bound * (1.0 - MARGIN) / _MS), timed_out
+    return max(0.0, bound * (1.0 - MARGIN) / _MS), False
 
 
 def _chosen(values: list[float]) -> int:
