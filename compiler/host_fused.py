@@ -22,11 +22,13 @@ layout glue (:mod:`cimsplit.compiler.host_glue`).  Nothing is measured.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import onnx
 
 from cimsplit.compiler.host_glue import GLUE_PREFIX
 from cimsplit.compiler.host_model import INT8_PREFIX, fused_activations
-from cimsplit.compiler.kernel_attribution import attribute_kernels
+from cimsplit.compiler.kernel_attribution import Region, attribute_kernels
 from cimsplit.compiler.workload import Workload
 
 __all__ = ["activation_kernels", "kernel_kind"]
@@ -43,10 +45,11 @@ def kernel_kind(op_type: str) -> str:
     return op_type
 
 
-def activation_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
-                       workload: Workload) -> dict[str, list[tuple[str, dict[str, float]]]]:
+def activation_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto, workload: Workload,
+                       regions: Sequence[Region] | None = None) -> dict[str, list[tuple[str, dict[str, float]]]]:
     """Quantized GEMM operator with a fused activation -> [(kind, features)] of its activation's kernels
-    (an empty list: onnxruntime runs nothing for it); ``n_in`` counts every tensor a kernel reads (SiLU's Mul: two)."""
+    (an empty list: onnxruntime runs nothing for it); ``n_in`` counts every tensor a kernel reads (SiLU's Mul: two).
+    ``regions``: :func:`~.kernel_attribution.attribute_kernels` of the two graphs, when the caller has them."""
     types = {node.name: node.op_type for node in simplified.graph.node}
     kernel_types = {node.name: node.op_type for node in optimized.graph.node}
     constants = {init.name for init in optimized.graph.initializer}
@@ -62,7 +65,7 @@ def activation_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
         owner.update((node, op.name) for node in op.nodes[first:])
         elements[op.name] = float(max(op.n_out, 1))
     found: dict[str, list[tuple[str, dict[str, float]]]] = {name: [] for name in elements}
-    for region in attribute_kernels(simplified, optimized):
+    for region in attribute_kernels(simplified, optimized) if regions is None else regions:
         names = {owner.get(node) for node in region.nodes}
         if len(names) != 1 or None in names:
             continue

@@ -27,11 +27,11 @@ graph is ONNX Runtime's own optimized graph: nothing is measured.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import onnx
 
-from cimsplit.compiler.kernel_attribution import attribute_kernels
+from cimsplit.compiler.kernel_attribution import Region, attribute_kernels
 from cimsplit.compiler.qdq_kernels import readers_of
 from cimsplit.compiler.workload import Workload
 
@@ -51,9 +51,10 @@ def _transpose_kind(node: onnx.NodeProto, producers: Mapping[str, onnx.NodeProto
     return "glue:Transpose-f32" if producer is not None and producer.op_type == "DequantizeLinear" else "glue:Transpose-u8"
 
 
-def glue_of_regions(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
-                    workload: Workload) -> dict[str, list[tuple[str, float]]]:
-    """Operator -> [(glue kind, elements)] for the GEMM operators whose region holds layout glue."""
+def glue_of_regions(simplified: onnx.ModelProto, optimized: onnx.ModelProto, workload: Workload,
+                    regions: Sequence[Region] | None = None) -> dict[str, list[tuple[str, float]]]:
+    """Operator -> [(glue kind, elements)] for the GEMM operators whose region holds layout glue
+    (``regions``: :func:`~.kernel_attribution.attribute_kernels` of the two graphs, when the caller has them)."""
     graph = optimized.graph
     nodes = {node.name: node for node in graph.node}
     producers = {out: node for node in graph.node for out in node.output if out}
@@ -66,7 +67,7 @@ def glue_of_regions(simplified: onnx.ModelProto, optimized: onnx.ModelProto,
     simplified_readers = readers_of(simplified.graph)
     owner = {node: op for op in workload.operators if op.m is not None for node in op.nodes}
     glue: dict[str, list[tuple[str, float]]] = {}
-    for region in attribute_kernels(simplified, optimized):
+    for region in attribute_kernels(simplified, optimized) if regions is None else regions:
         ops = {owner[node].name: owner[node] for node in region.nodes if node in owner}
         if len(ops) != 1 or any(node not in owner for node in region.nodes):
             continue

@@ -21,7 +21,7 @@ from cimsplit.compiler.host_fused import activation_kernels
 from cimsplit.compiler.host_glue import GLUE_KINDS, glue_of_regions
 from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, fused_activations, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
-from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
+from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, attribute_kernels
 from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.compiler.workload import Workload
 from cimsplit.errors import CimsplitError
@@ -79,8 +79,9 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
         from cimsplit.compiler.ort_profiler import optimized_model
 
         optimized = optimized_model(model, host_model.level, host_model.threads)
-        glue = glue_of_regions(model, optimized, workload)
-        fused = activation_kernels(model, optimized, workload)
+        regions = attribute_kernels(model, optimized)
+        glue = glue_of_regions(model, optimized, workload, regions)
+        fused = activation_kernels(model, optimized, workload, regions)
     for op in workload.operators:
         kind = operator_kind(op, node_types, kernels.get(op.name, ""))
         if kind not in host_model.fits:

@@ -57,9 +57,10 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     """
     readers = readers_of(model.graph)
     producers = {out: node for node in model.graph.node for out in node.output}
+    nodes = {node.name: node for node in model.graph.node}
     cuts = []
     for pair in converted_pairs((whole or model).graph).values():
-        cut = _as_split(pair, readers, producers)
+        cut = _as_split(pair, nodes, readers, producers)
         if cut is None:
             continue
         homes = set().union(*(partitions_of.get(q, set()) for q in cut.quantizers))
@@ -73,7 +74,7 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     return converted, tuple(cut.pair.tensor for cut in cuts)
 
 
-def _as_split(pair: QdqPair, readers: Mapping[str, list[onnx.NodeProto]],
+def _as_split(pair: QdqPair, nodes: Mapping[str, onnx.NodeProto], readers: Mapping[str, list[onnx.NodeProto]],
               producers: Mapping[str, onnx.NodeProto]) -> _Cut | None:
     """``pair`` in the split model: unchanged, or a sliced operator's (parts' Qs -> Concat -> DQ); else None."""
     q = producers.get(pair.tensor)
@@ -82,8 +83,8 @@ def _as_split(pair: QdqPair, readers: Mapping[str, list[onnx.NodeProto]],
         if dequantizers and all(d.op_type == "DequantizeLinear" and d.input[0] == pair.tensor for d in dequantizers):
             return _Cut(pair, (q.name,), tuple(d.name for d in dequantizers), (pair.tensor,))
         return None
-    dq = next((d for ds in readers.values() for d in ds if d.name == pair.dequantize), None)
-    join = producers.get(dq.input[0]) if dq is not None else None
+    dq = nodes.get(pair.dequantize)
+    join = producers.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
     if join is None or join.op_type != "Concat" or len(readers.get(join.output[0], [])) != 1:
         return None
     parts = [producers.get(t) for t in join.input]
