@@ -58,7 +58,8 @@ import onnx
 from cimsplit.cli import main as cimsplit
 from cimsplit.models import zoo
 from cimsplit.runtime import Session
-from cimsplit.runtime.piece_costs import cpu_means, cpu_medians, host_pieces_of, latency_prediction, stream_prediction
+from cimsplit.runtime.piece_costs import (cpu_means, cpu_medians, gap_medians, host_pieces_of, latency_prediction,
+                                         stream_gaps, stream_prediction)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "stream_timing"
 
@@ -110,9 +111,9 @@ def measure(out: Path, frames: int, repeat: int, streams: int = 1) -> dict[str, 
         host = [t for t in run.tasks if t.resource == "host"]
         pieces = host_pieces_of(plan.report)
         # What these runs would have measured without preemption: the executor's rules, dry, on their
-        # host pieces' CPU times (a neighbour's load inflates wall times, not the host thread's CPU time).
-        cpu_latency = session.predict("latency", 1, cpu_medians(singles)).latencies_ns[0]
-        cpu_period = session.predict("stream", frames, cpu_means([run])).period_ns
+        # host pieces' CPU times and gaps (a neighbour's load inflates wall times, not the host thread's CPU time).
+        cpu_latency = session.predict("latency", 1, cpu_medians(singles), gap_medians(singles)).latencies_ns[0]
+        cpu_period = session.predict("stream", frames, cpu_means([run]), stream_gaps([run])).period_ns
         measured_pieces = cpu_means([run])
         pieces_period, ops_period = stream_prediction(session, frames, pieces)
         same = all(np.allclose(out[k], v, atol=1e-4, rtol=1e-3) for r in runs for out in r.outputs
@@ -227,7 +228,7 @@ def main() -> int:
            "ratios against them; "
            "cpu pcs: the stream's host pieces' CPU time over their costs measured at compile; Pcpu r, Lcpu r: the "
            "period and latency these runs would have had without preemption (the executor's rules, dry, on their "
-           "pieces' CPU times) over the pieces' prediction; P ops N: the period the executor's rules give a "
+           "pieces' CPU times and the executor's gaps before them) over the pieces' prediction; P ops N: the period the executor's rules give a "
            f"stream of {args.frames} frames with the per-operator costs (a stream of few frames against many in "
            "flight is mostly fill and drain), and the ratio against it.  P pcs is predicted for the same stream "
            "length"

@@ -18,7 +18,14 @@ has a stream schedule): the median over all single frames (the latency
 schedule's pieces) and the median over the streams of the mean in each (the
 stream schedule's pieces, with the plan's frames in flight; a period is a
 mean, and the median leaves out a stream caught in a burst), after an
-untimed warm-up pass.  One round is not enough on a shared machine: on this
+untimed warm-up pass.  Beside each piece's CPU time it records the
+executor's own time before it (:func:`host_gaps`: the executor's bookkeeping
+between two pieces when the host does not wait for an input), which the
+dry-run prediction charges the same way: on YOLOv5n's throughput plan at 100
+crossbars, 26 pieces a frame, these gaps were 10-14 us in the median and
+29-38 us in the mean (a few long ones: the emulation's items settled when
+the next piece is not known without them), about 0.8 ms of a 8-9 ms period
+that a prediction from CPU times alone left out.  One round is not enough on a shared machine: on this
 2-core VM the host pieces' CPU time per frame of YOLOv5n's throughput plan at
 100 crossbars varied 8.1-11.2 ms between four consecutive 50-frame streams of
 one process, with nothing else running (small pieces whose inputs are cold
@@ -69,7 +76,7 @@ from cimsplit.runtime.plan import dumps
 from cimsplit.runtime.timed import TimedRun
 
 __all__ = ["PieceCost", "PieceTiming", "HostPieces", "measure_host_pieces", "write_host_pieces", "host_pieces_of",
-           "cpu_medians", "cpu_means", "stream_costs", "stream_prediction", "latency_prediction", "STEADY_FRAMES_PER_FLIGHT", "SECTION"]
+           "cpu_medians", "cpu_means", "stream_costs", "host_gaps", "gap_medians", "stream_gaps", "stream_prediction", "latency_prediction", "STEADY_FRAMES_PER_FLIGHT", "SECTION"]
 
 SECTION = "host_pieces"
 """plan.json's key for :class:`HostPieces`."""
@@ -83,14 +90,17 @@ class PieceCost:
     operators: tuple[str, ...]
     modeled_ns: float
     measured_ns: float
+    gap_ns: float = 0.0
+    """The executor's time before a call whose inputs are there (:func:`host_gaps`); 0 in older plans."""
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "operators": list(self.operators), "modeled_ns": float(self.modeled_ns),
-                "measured_ns": float(self.measured_ns)}
+                "measured_ns": float(self.measured_ns), "gap_ns": float(self.gap_ns)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PieceCost:
-        return cls(str(data["name"]), tuple(data["operators"]), float(data["modeled_ns"]), float(data["measured_ns"]))
+        return cls(str(data["name"]), tuple(data["operators"]), float(data["modeled_ns"]), float(data["measured_ns"]),
+                   float(data.get("gap_ns", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -175,25 +185,60 @@ def _cpu_times(runs: Sequence[TimedRun]) -> dict[str, list[float]]:
     return cpu
 
 
+def host_gaps(run: TimedRun) -> dict[str, list[float]]:
+    """Host piece name -> the executor's time before each of its calls in ``run`` whose inputs were there
+    when the previous piece ended: start - previous end (its bookkeeping, and the emulation's when the next
+    piece is not known without it).  Calls that waited for an input are left out: their gap hides in the wait."""
+    host = sorted((t for t in run.tasks if t.resource == "host"), key=lambda t: t.start_ns)
+    gaps: dict[str, list[float]] = {}
+    for before, task in zip(host, host[1:]):
+        if task.ready_ns <= before.finish_ns:
+            gaps.setdefault(task.name, []).append(max(0.0, task.start_ns - before.finish_ns))
+    return gaps
+
+
 def cpu_medians(runs: Sequence[TimedRun]) -> dict[str, float]:
     """Host piece name -> median CPU time per call over the timed ``runs``."""
     return {name: statistics.median(values) for name, values in _cpu_times(runs).items()}
 
 
+def gap_medians(runs: Sequence[TimedRun]) -> dict[str, float]:
+    """Host piece name -> median of its :func:`host_gaps` over ``runs`` (pieces that always waited: absent)."""
+    gaps: dict[str, list[float]] = {}
+    for run in runs:
+        for name, values in host_gaps(run).items():
+            gaps.setdefault(name, []).extend(values)
+    return {name: statistics.median(values) for name, values in gaps.items()}
+
+
+def stream_gaps(streams: Sequence[TimedRun]) -> dict[str, float]:
+    """Host piece name -> the median over ``streams`` of its mean :func:`host_gaps` in each (as :func:`stream_costs`)."""
+    means = [{name: math.fsum(v) / len(v) for name, v in host_gaps(run).items()} for run in streams]
+    names = {name for m in means for name in m}
+    return {name: statistics.median(m[name] for m in means if name in m) for name in names}
+
+
 def _timing(session: Any, mode: str, runs: Sequence[TimedRun], frames: int, plan_ns: float) -> PieceTiming:
-    """Pieces of ``mode``'s executor with their CPU times in ``runs``, and the latency (one frame; each piece's
-    median over the single frames ``runs``) or steady-state period (``frames`` frames; each piece's median over
-    the streams ``runs`` of its mean in each) predicted with them."""
+    """Pieces of ``mode``'s executor with their CPU times and gaps in ``runs``, and the latency (one frame; each
+    piece's median over the single frames ``runs``) or steady-state period (``frames`` frames; each piece's
+    median over the streams ``runs`` of its mean in each) predicted with them."""
     executor = session._executor(mode)
     cpu = cpu_medians(runs) if mode == "latency" else stream_costs(runs)
-    pieces = tuple(PieceCost(p.name, p.operators, p.duration_ns, cpu[p.name]) for p in executor.pieces)
+    gaps = gap_medians(runs) if mode == "latency" else stream_gaps(runs)
+    pieces = tuple(PieceCost(p.name, p.operators, p.duration_ns, cpu[p.name], gaps.get(p.name, 0.0))
+                   for p in executor.pieces)
+    measured = session.predict(mode, frames, *_costs(pieces))
+    per_operator = session.predict(mode, frames, {p.name: p.modeled_ns for p in pieces})
 
-    def figure(host_ns: Mapping[str, float]) -> float:
-        run = session.predict(mode, frames, host_ns)
+    def figure(run: TimedRun) -> float:
         return (run.period_ns or 0.0) if mode == "stream" else run.latencies_ns[0]
 
-    return PieceTiming(pieces, figure({p.name: p.measured_ns for p in pieces}),
-                       figure({p.name: p.modeled_ns for p in pieces}), plan_ns)
+    return PieceTiming(pieces, figure(measured), figure(per_operator), plan_ns)
+
+
+def _costs(pieces: Sequence[PieceCost]) -> tuple[dict[str, float], dict[str, float]]:
+    """(CPU time, gap) per piece name: a dry run's ``host_ns`` and ``gap_ns``."""
+    return {p.name: p.measured_ns for p in pieces}, {p.name: p.gap_ns for p in pieces}
 
 
 def cpu_means(runs: Sequence[TimedRun]) -> dict[str, float]:
@@ -216,20 +261,20 @@ def stream_prediction(session: Any, frames: int, pieces: HostPieces | None) -> t
     per_operator = session.predict("stream", frames).period_ns
     if pieces is None or pieces.stream is None:
         return None, per_operator
-    costs = {p.name: p.measured_ns for p in pieces.stream.pieces}
+    costs, gaps = _costs(pieces.stream.pieces)
     if set(costs) != set(session.host_piece_names("stream")):
         return None, per_operator
-    return session.predict("stream", frames, costs).period_ns, per_operator
+    return session.predict("stream", frames, costs, gaps).period_ns, per_operator
 
 
 def latency_prediction(session: Any, pieces: HostPieces | None) -> float | None:
     """One frame's latency with the measured piece costs (None without them, or when the pieces differ)."""
     if pieces is None:
         return None
-    costs = {p.name: p.measured_ns for p in pieces.latency.pieces}
+    costs, gaps = _costs(pieces.latency.pieces)
     if set(costs) != set(session.host_piece_names("latency")):
         return None
-    return session.predict("latency", 1, costs).latencies_ns[0]
+    return session.predict("latency", 1, costs, gaps).latencies_ns[0]
 
 
 

@@ -292,15 +292,17 @@ class Session:
             self._executor("stream").run(frames)
         return self._executor("stream").run(frames)
 
-    def predict(self, mode: str, frames: int, host_ns: Mapping[str, float] | None = None) -> TimedRun:
+    def predict(self, mode: str, frames: int, host_ns: Mapping[str, float] | None = None,
+                gap_ns: Mapping[str, float] | None = None) -> TimedRun:
         """A dry run (no compute, no waits) of ``frames`` frames on the ``latency`` or ``stream`` executor.
 
         ``host_ns``: host piece name -> its cost; None: each piece's summed per-operator cost.
+        ``gap_ns``: host piece name -> the executor's time before it (:func:`~cimsplit.runtime.piece_costs.host_gaps`).
         """
         executor = self._executor(mode)
         costs = dict(host_ns) if host_ns is not None else {p.name: p.duration_ns for p in executor.pieces}
         nothing: dict[str, np.ndarray] = {}  # a dry run reads no input
-        return executor.run([nothing] * max(1, frames), host_ns=costs)
+        return executor.run([nothing] * max(1, frames), host_ns=costs, gap_ns=gap_ns)
 
     def host_piece_names(self, mode: str) -> list[str]:
         """Names of the host pieces the ``latency`` or ``stream`` executor runs, in schedule order."""

@@ -203,13 +203,19 @@ class TimedExecutor:
         """The host pieces, in schedule order."""
         return tuple(hp.piece for hp in self._pieces)
 
-    def run(self, stream: Sequence[Mapping[str, np.ndarray]], host_ns: Mapping[str, float] | None = None) -> TimedRun:
+    def run(self, stream: Sequence[Mapping[str, np.ndarray]], host_ns: Mapping[str, float] | None = None,
+            gap_ns: Mapping[str, float] | None = None) -> TimedRun:
         """Run ``stream`` (checked feeds, one mapping per frame); outputs in frame order.
 
         ``host_ns`` (piece name -> ns) makes it a dry run: nothing is computed
         and nobody waits; each host piece takes the time given on a virtual
         clock starting at 0, so the run is the executor's own timing rules
         applied to those host costs (a prediction; outputs are empty).
+        ``gap_ns`` (piece name -> ns) adds the executor's own time before a
+        piece whose inputs are already there
+        (:func:`~cimsplit.runtime.piece_costs.host_gaps`): the piece
+        starts at max(ready, previous piece's end + gap); a host that waits
+        for an input does that bookkeeping while it waits.
         Everything but the host's work is laid out before the clock starts.
         """
         n = len(stream)
@@ -230,7 +236,7 @@ class TimedExecutor:
             base = f * size
             ready = ev.latest(deps)
             if dry:
-                start = max(ready, host_free)
+                start = max(ready, host_free + (gap_ns.get(hp.piece.name, 0.0) if gap_ns else 0.0))
                 cpu = host_ns[hp.piece.name]  # type: ignore[index]
                 host_free = finish = start + cpu
                 out = dict.fromkeys(hp.piece.outputs, _NOTHING)

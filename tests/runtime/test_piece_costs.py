@@ -18,7 +18,16 @@ from cimsplit.cli import main
 from cimsplit.compiler.frontend import load
 from cimsplit.runtime import Session
 from cimsplit.runtime.emulation import EmulatedTask
-from cimsplit.runtime.piece_costs import HostPieces, host_pieces_of, measure_host_pieces, stream_costs, write_host_pieces
+from cimsplit.runtime.piece_costs import (
+    HostPieces,
+    gap_medians,
+    host_gaps,
+    host_pieces_of,
+    measure_host_pieces,
+    stream_costs,
+    stream_gaps,
+    write_host_pieces,
+)
 from cimsplit.runtime.plan import read_plan
 from cimsplit.runtime.timed import TimedRun
 
@@ -61,6 +70,37 @@ def test_a_dry_run_times_the_host_pieces_it_is_given(stream_dir) -> None:
         assert stream.period_ns == pytest.approx(5000.0)
 
 
+def test_a_dry_run_charges_the_executors_gap_only_where_the_host_does_not_wait(stream_dir) -> None:
+    with Session(stream_dir, cim_timing="modeled") as session:
+        costs = {"host_0.0": 1000.0, "host_0.1": 2000.0}
+        # [n] starts after its gap of 100: 100..1100; tn 1100..1137.5; c2 1137.5..4425; y2 -> host 4425..4475.
+        # [m, g] is ready at 3325 + 50 = 3375 (t1), after [n]'s end + its gap 500 = 1600: still 3375..5375.
+        hidden = session.predict("latency", 1, costs, {"host_0.0": 100.0, "host_0.1": 500.0})
+        assert hidden.latencies_ns == [5375.0]
+        # A gap of 3000 after [n]'s end at 1100 ends at 4100, after the input came: [m, g] 4100..6100.
+        shown = session.predict("latency", 1, costs, {"host_0.0": 100.0, "host_0.1": 3000.0})
+        assert shown.latencies_ns == [6100.0]
+        # A stream whose host is the bottleneck: each frame's host work is 2000 + 3000 plus the gaps 100 + 400.
+        stream = session.predict("stream", 20, {"host_0.0": 2000.0, "host_0.1": 3000.0},
+                                 {"host_0.0": 100.0, "host_0.1": 400.0})
+        assert stream.period_ns == pytest.approx(5500.0)
+
+
+def test_host_gaps_leave_out_the_calls_that_waited_for_an_input() -> None:
+    def host(name: str, ready: float, start: float, finish: float) -> EmulatedTask:
+        return EmulatedTask("host", name, 0, ready, start, finish, 0.0, finish - start)
+
+    # a 0..100; b ready at 50, starts 130 (gap 30); a ready at 400 > 200: it waited, left out;
+    # b ready at 450 < 500, starts 520 (gap 20).  The CIM task is not the host's.
+    run = TimedRun([], [], [], (host("a", 0, 0, 100), host("b", 50, 130, 200), host("a", 400, 402, 500),
+                                EmulatedTask("cim", "c", 0, 0.0, 100.0, 300.0, 200.0), host("b", 450, 520, 600)))
+    assert host_gaps(run) == {"b": [30.0, 20.0]}
+    assert gap_medians([run]) == {"b": 25.0}
+    later = TimedRun([], [], [], (host("a", 0, 0, 100), host("b", 0, 190, 200), host("a", 0, 210, 300)))
+    # b: means 25 and 90 -> median 57.5; a waited nowhere in the second: 10, its only stream with a gap.
+    assert stream_gaps([run, later]) == {"b": 57.5, "a": 10.0}
+
+
 def test_measured_pieces_are_recorded_and_predicted_with(stream_dir, tmp_path, capsys) -> None:
     with Session(stream_dir, cim_timing="modeled") as session:
         measured = measure_host_pieces(session, repeat=2, frames=4, rounds=2)
@@ -70,12 +110,15 @@ def test_measured_pieces_are_recorded_and_predicted_with(stream_dir, tmp_path, c
         assert all(p.measured_ns > 0 for p in measured.latency.pieces + measured.stream.pieces)
         assert (measured.latency.ops_predicted_ns, measured.latency.plan_ns) == (4039.0, 4039.0)
         assert measured.stream.plan_ns == 3287.5 and measured.stream.ops_predicted_ns == pytest.approx(3287.5)
-        again = session.predict("latency", 1, {p.name: p.measured_ns for p in measured.latency.pieces})
+        assert all(p.gap_ns >= 0 for p in measured.latency.pieces + measured.stream.pieces)
+        again = session.predict("latency", 1, {p.name: p.measured_ns for p in measured.latency.pieces},
+                                {p.name: p.gap_ns for p in measured.latency.pieces})
         assert again.latencies_ns == [measured.latency.predicted_ns]
         # The stream's figure is the steady state: a dry run of 200 frames (2 in flight) with the stream's costs.
-        steady = session.predict("stream", 200, {p.name: p.measured_ns for p in measured.stream.pieces})
+        gaps = {p.name: p.gap_ns for p in measured.stream.pieces}
+        steady = session.predict("stream", 200, {p.name: p.measured_ns for p in measured.stream.pieces}, gaps)
         assert steady.period_ns == measured.stream.predicted_ns
-        three = session.predict("stream", 3, {p.name: p.measured_ns for p in measured.stream.pieces}).period_ns
+        three = session.predict("stream", 3, {p.name: p.measured_ns for p in measured.stream.pieces}, gaps).period_ns
     before = read_plan(stream_dir / "plan.json")
     write_host_pieces(stream_dir, measured)
     after = read_plan(stream_dir / "plan.json")
