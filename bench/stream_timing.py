@@ -34,7 +34,7 @@ With ``--measure-pieces N`` each plan is compiled with ``--measure-pieces
 with those costs and the ratios against them.
 
     .venv/bin/python bench/stream_timing.py [--models resnet18,resnet50,yolov5n]
-        [--crossbars 25,100] [--frames 50] [--streams 3] [--repeat 10] [--time-limit 60] [--measure-pieces N]
+        [--crossbars 25,100] [--frames 50] [--streams 5] [--repeat 10] [--time-limit 60] [--measure-pieces N]
         [--out bench/results/stream_timing]
 """
 
@@ -156,8 +156,8 @@ def main() -> int:
     parser.add_argument("--crossbars", default="25,100")
     parser.add_argument("--frames", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--streams", type=int, default=3, help="streams of --frames frames per plan; P meas is "
-                        "their median (default 3)")
+    parser.add_argument("--streams", type=int, default=5, help="streams of --frames frames per plan; P meas is "
+                        "their median (default 5)")
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--measure-pieces", type=int, default=0, metavar="N",
                         help="compile with --measure-pieces --measure-frames N and add the ratios against that "
@@ -224,7 +224,7 @@ def main() -> int:
         "stream's host pieces, wall time and CPU time of the host thread (which neighbours' preemption does not "
         "inflate), over their modeled time; same: every frame's outputs equal the single-frame outputs"
         + ("; P pcs, L pcs: the period and one frame's latency predicted with the host pieces measured at compile "
-           f"(--measure-pieces: 3 rounds of 10 single frames and a stream of {args.measure_pieces} frames) and the "
+           f"(--measure-pieces: 5 rounds of 10 single frames and a stream of {args.measure_pieces} frames) and the "
            "ratios against them; "
            "cpu pcs: the stream's host pieces' CPU time over their costs measured at compile; Pcpu r, Lcpu r: the "
            "period and latency these runs would have had without preemption (the executor's rules, dry, on their "

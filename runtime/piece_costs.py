@@ -12,7 +12,7 @@ the per-operator costs say (``bench/results/host_pieces_diagnosis.txt``).
 
 :func:`measure_host_pieces` measures each piece where it runs: the CPU time
 of the host thread (``time.thread_time``, which a neighbour's preemption does
-not inflate) per call, in ``rounds`` rounds (3 by default) of ``repeat``
+not inflate) per call, in ``rounds`` rounds (5 by default) of ``repeat``
 single frames each followed by a stream of ``frames`` frames (when the plan
 has a stream schedule): the median over all single frames (the latency
 schedule's pieces) and the median over the streams of the mean in each (the
@@ -280,7 +280,7 @@ def latency_prediction(session: Any, pieces: HostPieces | None) -> float | None:
 
 
 def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: int = 0,
-                        rounds: int = 3) -> HostPieces:
+                        rounds: int = 5) -> HostPieces:
     """Measure the host pieces of ``session`` (a :class:`~cimsplit.runtime.session.Session` with modeled CIM
     timing) in ``rounds`` rounds of ``repeat`` single frames, each followed by a stream of ``frames`` frames
     when the plan has a stream schedule, and predict one frame's latency (the pieces' median CPU time over
