@@ -28,15 +28,16 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
+from typing import Any
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.calibration_models import MEASURED_NODE, GridPoint, build_glue_point, build_point, keep_int8
+from cimsplit.compiler.calibration_models import FORK_PREFIX, MEASURED_NODE, GridPoint, build_glue_point, build_point, keep_int8
 from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
@@ -180,7 +181,8 @@ def point_model(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
 
 
 def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int = 0) -> tuple[Sample, str]:
-    """Build, load and profile one point: its operator's sample and the profiled optimization level."""
+    """Build, load and profile one point: its operator's sample (less the DQs :func:`keep_int8` adds) and the
+    profiled optimization level."""
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.host_profile import operator_latencies, profile_model
 
@@ -198,7 +200,13 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     kernels = int8_kernels(loaded.model.graph)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""))) for op in loaded.workload.operators]
     op = measured_operator(point, kinds)
-    return Sample(point.kind, operator_features(op), latencies[op.name]), level
+    return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
+
+
+def point_time(op: Operator, nodes: Mapping[str, Mapping[str, Any]]) -> float:
+    """The measured operator's time: its nodes' medians (``nodes``: a profile's), the forks :func:`keep_int8`
+    adds left out."""
+    return math.fsum(float(nodes[node]["median_ns"]) for node in op.nodes if not node.startswith(FORK_PREFIX))
 
 
 def _measure_glue(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int) -> tuple[Sample, str]:

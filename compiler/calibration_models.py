@@ -25,7 +25,7 @@ from cimsplit.compiler.fusion import ACTIVATIONS
 from cimsplit.compiler.host_glue import GLUE_PREFIX
 from cimsplit.compiler.host_model import INT8_PREFIX, plain_kind
 
-__all__ = ["MEASURED_NODE", "GridPoint", "build_point", "build_glue_point", "keep_int8"]
+__all__ = ["MEASURED_NODE", "FORK_PREFIX", "GridPoint", "build_point", "build_glue_point", "keep_int8"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ VIEWS = frozenset({"Reshape", "Flatten"})
 """Ops that only relabel their input's shape: measured with a reader, not as the graph's output."""
 MEASURED_NODE = "calibration_measured"
 """The measured node's name when its neighbours are of its own kind (a Conv between convs)."""
+FORK_PREFIX = "calibration_fork_"
+"""Names of the DequantizeLinear nodes :func:`keep_int8` adds (graph outputs no network has: never charged)."""
 IMAGE_CHANNELS = 3
 """Conv points with this many input channels read the graph input, as a network's first conv does."""
 _OPSET = 17
@@ -226,6 +228,9 @@ def keep_int8(model: onnx.ModelProto, *, inputs: bool, outputs: bool) -> onnx.Mo
 
     Each such QuantizeLinear then feeds two DQs (the new one is an extra graph
     output), so onnxruntime keeps that pair int8, as after a fork in a real model.
+    The new DQs (named :data:`FORK_PREFIX` ...) are not the measured operator's
+    work: a network's fork feeds quantized kernels, and where it feeds a float op
+    the DQ it runs is predicted as layout glue (:mod:`cimsplit.compiler.host_glue`).
     """
     graph = model.graph
     source = MEASURED_INPUT if any(MEASURED_INPUT in n.output for n in graph.node) else "x"
@@ -240,7 +245,7 @@ def keep_int8(model: onnx.ModelProto, *, inputs: bool, outputs: bool) -> onnx.Mo
     measured = find(lambda n: bool(n.input) and n.input[0] == dq_in.output[0], "operator after its input's DequantizeLinear")
     q_out = find(lambda n: n.op_type == "QuantizeLinear" and n.input[0] == measured.output[0], "QuantizeLinear of its output")
     for i, q in enumerate([q for q, wanted in ((q_in, inputs), (q_out, outputs)) if wanted]):
-        name = f"calibration_fork_{i}"
+        name = f"{FORK_PREFIX}{i}"
         graph.node.append(helper.make_node("DequantizeLinear", [q.output[0], *q.input[1:]], [name], name=name))
         graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
     return onnx.shape_inference.infer_shapes(model)

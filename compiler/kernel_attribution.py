@@ -54,9 +54,11 @@ import onnx
 
 __all__ = ["ATTRIBUTION_VERSION", "Region", "attribute_kernels", "constant_nodes", "shared_dequantized", "split_region_times"]
 
-ATTRIBUTION_VERSION = 3
+ATTRIBUTION_VERSION = 4
 """Bumped when the charging of kernels to nodes changes, so profiles cached with another one are measured again
-(2: NCHWc, fused-SiLU and QLinearConv kernels matched by name; 3: a shared DequantizeLinear joins none of its readers)."""
+and calibrations made with another one are flagged (2: NCHWc, fused-SiLU and QLinearConv kernels matched by name;
+3: a shared DequantizeLinear joins none of its readers; 4: a calibration point's fork DequantizeLinear, which keeps
+a pair int8, is not charged to the point)."""
 
 log = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from graphs import qdq_fork
 from onnx import TensorProto, helper, numpy_helper
@@ -54,7 +55,27 @@ def test_a_residual_add_whose_shortcut_stays_int8_keeps_its_input_side() -> None
 @pytest.mark.parametrize("kind", ["int8:Conv-s8in", "int8:Conv-s8out", "int8:Conv-s8"])
 def test_a_kernel_calibration_point_measures_the_kernel_its_kind_names(kind) -> None:
     params = (("c_in", 16), ("c_out", 16), ("h", 10), ("k", 3), ("s", 1))
-    sample, _ = measure_point(GridPoint(kind, params), threads=1, runs=1, warmup=0)
+    point = GridPoint(kind, params)
+    sample, _ = measure_point(point, threads=1, runs=1, warmup=0)
     assert sample.kind == kind
     # 16 x 144 x 100 (M_v, N_v, N_mvm), as its uint8 twin
     assert (sample.features["m"], sample.features["n"], sample.features["n_mvm"]) == (16, 144, 100)
+
+
+
+def test_the_fork_that_keeps_an_output_int8_is_in_the_measured_operator_but_not_in_its_time(tmp_path) -> None:
+    """An -s8out point's extra DQ of its output is a graph output no network has.  The front end fuses
+    it into the measured conv (a DQ joins its producer), so it must be left out of the point's time."""
+    from cimsplit.compiler.calibration import point_model, point_time
+    from cimsplit.compiler.calibration_models import FORK_PREFIX, MEASURED_NODE
+    from cimsplit.compiler.frontend import load
+
+    point = GridPoint("int8:Conv-s8out", (("c_in", 16), ("c_out", 16), ("h", 10), ("k", 1), ("s", 1)))
+    path = tmp_path / "point.onnx"
+    onnx.save(point_model(point), path)
+    measured = next(op for op in load(path).workload.operators if MEASURED_NODE in op.nodes)
+    forks = [n for n in measured.nodes if n.startswith(FORK_PREFIX)]
+    assert forks == [FORK_PREFIX + "0"]
+    medians = {node: {"median_ns": 10.0 * (i + 1)} for i, node in enumerate(measured.nodes)}
+    fork_ns = medians[forks[0]]["median_ns"]
+    assert point_time(measured, medians) == sum(m["median_ns"] for m in medians.values()) - fork_ns
