@@ -58,8 +58,7 @@ import onnx
 from cimsplit.cli import main as cimsplit
 from cimsplit.models import zoo
 from cimsplit.runtime import Session
-from cimsplit.runtime.piece_costs import (cpu_means, cpu_medians, gap_medians, host_pieces_of, latency_prediction,
-                                         stream_gaps, stream_prediction)
+from cimsplit.runtime.piece_costs import cpu_means, cpu_medians, gap_medians, host_pieces_of, latency_prediction, stream_gaps, stream_prediction
 
 RESULTS = Path(__file__).resolve().parent / "results" / "stream_timing"
 

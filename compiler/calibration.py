@@ -17,7 +17,8 @@ convs; a float Concat between convs; a Reshape or Flatten read by another op;
 int8: the same model through the zoo's QDQ recipe, ``models/quantize.py``), loaded by the front
 end and profiled with :func:`host_profile.profile_model` — the optimization
 level, threads and attribution of host profiling itself — and the
-operator's latency is read with :func:`host_profile.operator_latencies`.
+operator's latency is its nodes' medians, as :func:`host_profile.operator_latencies` sums them, less the
+DQs that only keep a pair int8 (:func:`point_time`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -184,7 +185,7 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     """Build, load and profile one point: its operator's sample (less the DQs :func:`keep_int8` adds) and the
     profiled optimization level."""
     from cimsplit.compiler.frontend import load
-    from cimsplit.compiler.host_profile import operator_latencies, profile_model
+    from cimsplit.compiler.host_profile import profile_model
 
     if point.kind.startswith(GLUE_PREFIX):
         return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
@@ -194,7 +195,6 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
         onnx.save(model, path)
         loaded = load(path)
     profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
-    latencies = operator_latencies(loaded.workload, profile)
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     level = str(getattr(profile, "level", "off"))
     kernels = int8_kernels(loaded.model.graph)

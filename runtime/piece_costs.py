@@ -75,8 +75,11 @@ from cimsplit.machine import cpu_model, load_average
 from cimsplit.runtime.plan import dumps
 from cimsplit.runtime.timed import TimedRun
 
-__all__ = ["PieceCost", "PieceTiming", "HostPieces", "measure_host_pieces", "write_host_pieces", "host_pieces_of",
-           "cpu_medians", "cpu_means", "stream_costs", "host_gaps", "gap_medians", "stream_gaps", "stream_prediction", "latency_prediction", "STEADY_FRAMES_PER_FLIGHT", "SECTION"]
+__all__ = [
+    "PieceCost", "PieceTiming", "HostPieces", "measure_host_pieces", "write_host_pieces", "host_pieces_of",
+    "cpu_medians", "cpu_means", "stream_costs", "host_gaps", "gap_medians", "stream_gaps",
+    "stream_prediction", "latency_prediction", "STEADY_FRAMES_PER_FLIGHT", "SECTION",
+]
 
 SECTION = "host_pieces"
 """plan.json's key for :class:`HostPieces`."""
