@@ -228,7 +228,7 @@ def keep_int8(model: onnx.ModelProto, *, inputs: bool, outputs: bool) -> onnx.Mo
 
     Each such QuantizeLinear then feeds two DQs (the new one is an extra graph
     output), so onnxruntime keeps that pair int8, as after a fork in a real model.
-    The new DQs (named :data:`FORK_PREFIX` ...) are not the measured operator's
+    The new DQs (named :data:`FORK_PREFIX` and a number) are not the measured operator's
     work: a network's fork feeds quantized kernels, and where it feeds a float op
     the DQ it runs is predicted as layout glue (:mod:`cimsplit.compiler.host_glue`).
     """

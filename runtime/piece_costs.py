@@ -24,9 +24,9 @@ between two pieces when the host does not wait for an input), which the
 dry-run prediction charges the same way: on YOLOv5n's throughput plan at 100
 crossbars, 26 pieces a frame, these gaps were 10-14 us in the median and
 29-38 us in the mean (a few long ones: the emulation's items settled when
-the next piece is not known without them), about 0.8 ms of a 8-9 ms period
-that a prediction from CPU times alone left out.  One round is not enough on a shared machine: on this
-2-core VM the host pieces' CPU time per frame of YOLOv5n's throughput plan at
+the next piece is not known without them), about 0.8 ms of an 8-9 ms period
+that a prediction from CPU times alone left out.  One round is not enough on
+a shared machine: on this 2-core VM the host pieces' CPU time per frame of YOLOv5n's throughput plan at
 100 crossbars varied 8.1-11.2 ms between four consecutive 50-frame streams of
 one process, with nothing else running (small pieces whose inputs are cold
 are the most sensitive to what the machine's neighbours do to the caches),
@@ -216,8 +216,12 @@ def gap_medians(runs: Sequence[TimedRun]) -> dict[str, float]:
 
 def stream_gaps(streams: Sequence[TimedRun]) -> dict[str, float]:
     """Host piece name -> the median over ``streams`` of its mean :func:`host_gaps` in each (as :func:`stream_costs`)."""
-    means = [{name: math.fsum(v) / len(v) for name, v in host_gaps(run).items()} for run in streams]
-    names = {name for m in means for name in m}
+    return _median_over_streams([{name: math.fsum(v) / len(v) for name, v in host_gaps(run).items()} for run in streams])
+
+
+def _median_over_streams(means: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Name -> the median of its value over the streams' ``means`` that have it."""
+    names = dict.fromkeys(name for m in means for name in m)
     return {name: statistics.median(m[name] for m in means if name in m) for name in names}
 
 
@@ -253,8 +257,7 @@ def stream_costs(streams: Sequence[TimedRun]) -> dict[str, float]:
     """Host piece name -> the median over ``streams`` of its mean CPU time per call in each: a period is a
     mean, and one stream caught in a burst of the machine's (YOLOv5n's throughput plan at 100 crossbars:
     three streams' periods 33 % apart) moves a mean over all of them, not the median."""
-    means = [cpu_means([run]) for run in streams]
-    return {name: statistics.median(m[name] for m in means if name in m) for name in means[0]}
+    return _median_over_streams([cpu_means([run]) for run in streams])
 
 
 def stream_prediction(session: Any, frames: int, pieces: HostPieces | None) -> tuple[float | None, float | None]:
@@ -278,8 +281,6 @@ def latency_prediction(session: Any, pieces: HostPieces | None) -> float | None:
     if set(costs) != set(session.host_piece_names("latency")):
         return None
     return session.predict("latency", 1, costs, gaps).latencies_ns[0]
-
-
 
 
 def measure_host_pieces(session: Any, repeat: int = 10, frames: int = 20, seed: int = 0,
