@@ -47,10 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "CIM-capable operator and per budget where the placement changes)")
     parser.add_argument("--measure-pieces", action="store_true",
                         help="after the split, run the plan on this machine with the CIM and bus emulated, measure "
-                             "each host piece's CPU time where the runtime runs it, and record in plan.json the "
-                             "latency and period predicted with those costs (host_pieces)")
+                             "each host piece's CPU time (and the executor's gap before it) where the runtime runs it, "
+                             "and record in plan.json the latency and period predicted with those costs (host_pieces)")
     parser.add_argument("--measure-frames", type=int, default=20, metavar="N",
-                        help="frames of each of the 3 measuring streams with --measure-pieces (default 20; each follows 10 single frames)")
+                        help="frames of each of the 5 measuring streams with --measure-pieces (default 20; each follows 10 single frames)")
     HardwareArgs.add_to_parser(parser)
     SOLVER.add_to_parser(parser)
     parser.set_defaults(func=run)
