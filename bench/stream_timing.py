@@ -58,7 +58,15 @@ import onnx
 from cimsplit.cli import main as cimsplit
 from cimsplit.models import zoo
 from cimsplit.runtime import Session
-from cimsplit.runtime.piece_costs import cpu_means, cpu_medians, gap_medians, host_pieces_of, latency_prediction, stream_gaps, stream_prediction
+from cimsplit.runtime.piece_costs import (
+    cpu_means,
+    cpu_medians,
+    gap_medians,
+    host_pieces_of,
+    latency_prediction,
+    stream_gaps,
+    stream_prediction,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "stream_timing"
 
@@ -227,7 +235,8 @@ def main() -> int:
            "ratios against them; "
            "cpu pcs: the stream's host pieces' CPU time over their costs measured at compile; Pcpu r, Lcpu r: the "
            "period and latency these runs would have had without preemption (the executor's rules, dry, on their "
-           "pieces' CPU times and the executor's gaps before them) over the pieces' prediction; P ops N: the period the executor's rules give a "
+           "pieces' CPU times and the executor's gaps before them) over the pieces' prediction; P ops N: the "
+           "period the executor's rules give a "
            f"stream of {args.frames} frames with the per-operator costs (a stream of few frames against many in "
            "flight is mostly fill and drain), and the ratio against it.  P pcs is predicted for the same stream "
            "length"

@@ -55,12 +55,10 @@ def test_a_residual_add_whose_shortcut_stays_int8_keeps_its_input_side() -> None
 @pytest.mark.parametrize("kind", ["int8:Conv-s8in", "int8:Conv-s8out", "int8:Conv-s8"])
 def test_a_kernel_calibration_point_measures_the_kernel_its_kind_names(kind) -> None:
     params = (("c_in", 16), ("c_out", 16), ("h", 10), ("k", 3), ("s", 1))
-    point = GridPoint(kind, params)
-    sample, _ = measure_point(point, threads=1, runs=1, warmup=0)
+    sample, _ = measure_point(GridPoint(kind, params), threads=1, runs=1, warmup=0)
     assert sample.kind == kind
     # 16 x 144 x 100 (M_v, N_v, N_mvm), as its uint8 twin
     assert (sample.features["m"], sample.features["n"], sample.features["n_mvm"]) == (16, 144, 100)
-
 
 
 def test_the_fork_that_keeps_an_output_int8_is_in_the_measured_operator_but_not_in_its_time(tmp_path) -> None:
