@@ -29,8 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.slicing import WHOLE
 
-__all__ = ["critical_path_bound_ns", "host_load_bound_ns", "host_load_by_budget_ns", "modes",
+__all__ = ["critical_path_bound_ns", "host_load_bound_ns", "host_load_by_budget_ns", "mode_choices", "modes",
            "sliced_lower_bound_ns"]
 
 
@@ -43,6 +44,16 @@ def modes(problem: PlacementProblem, v: int) -> list[tuple[float, int, float]]:
     for o in problem.slicings[v] if problem.slicings else ():
         if o.crossbars <= problem.budget:
             out.append((o.t_host_ns + o.t_join_ns, o.crossbars, o.t_join_ns + max(o.t_host_ns, o.t_cim_ns + o.t_back_ns)))
+    return out
+
+
+def mode_choices(problem: PlacementProblem, v: int) -> list[tuple[bool, int]]:
+    """(on the host, slicing option or WHOLE) of each mode of :func:`modes`, in its order (a sliced
+    operator counts as on the host: its output is there)."""
+    out = [(True, WHOLE)]
+    if problem.t_cim_ns[v] is not None and problem.crossbars[v] <= problem.budget:
+        out.append((False, WHOLE))
+    out += [(True, k) for k, o in enumerate(problem.slicings[v] if problem.slicings else ()) if o.crossbars <= problem.budget]
     return out
 
 

@@ -14,6 +14,15 @@ optimum, at this budget and every smaller one, whose schedules are feasible here
   are there, v's own host tasks end by f_v (a sliced v's parts start after its inputs, its join ends
   at f_v: :mod:`...slicing`);
 - ``T >= f_v + sum_{w in desc(v)} load_w``: every host task of a descendant starts after f_v;
+- **transfer rows**, on every edge u -> v with transfer t (``c_u`` the binary of u whole on the CIM,
+  0 if u has no such mode: only then is u's output on the CIM): ``f_v >= f_u + d_v + t (c_u + h_v - 1)``
+  (v whole on the host reads a CIM output), ``f_v >= f_u + d_v + t (c_v - c_u)`` (v whole on the CIM
+  reads a host output), and for slicing option k of v, ``f_v >= f_u + (join + cim + back) y_vk +
+  in_cim (y_vk - c_u)`` and ``f_v >= f_u + (join + host) y_vk + in_host (y_vk + c_u - 1)`` (the part
+  that reads across the bus starts after the transfer); each is the edge row when its binaries say
+  nothing crosses, and below ``f_u`` when the mode is not chosen; graph inputs and outputs likewise
+  (``f_v >= d_v + t_in c_v``, ``T >= f_v + t_out c_v``).  Without them a segment between a host and a
+  CIM bottleneck missed that hand-over on every budget (YOLOv5n int8's head: ~0.1 ms of 9 ms);
 - **pair rows**, for incomparable u, w: ``T >= min(f_u, f_w) + sum_{x in desc(u) | desc(w)} load_x``:
   every host task of a descendant of u or of w starts after its input from u or w is there, so after
   min(f_u, f_w), and they do not overlap.  As a disjunction with one binary z_uw:
@@ -30,6 +39,9 @@ again.  A solution that violates none is feasible for the MILP with every pair r
 solve's optimum is that MILP's optimum; a solve cut off by the time limit gives its dual bound,
 still a lower bound of the MILP with the rows added so far, which is a relaxation of the full one.
 
+The last MILP solution is a mode choice within the budget (:class:`ModeBound`): with a host order it
+is a schedule (an upper bound), often within a transfer of the bound where a short CP-SAT try is not.
+
 Floating point: HiGHS solves in ms with feasibility and integrality tolerances of 1e-9 (errors of
 order rows x 1e-9 ms); the bound returned is the MILP's dual bound less :data:`MARGIN` of it
 (1e-6 of a 12 ms segment is 12 ns, many orders above those errors).
@@ -37,14 +49,17 @@ order rows x 1e-9 ms); the bound returned is the MILP's dual bound less :data:`M
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import highspy
 
 from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.sliced_bound import modes
+from cimsplit.passes.placement.sliced_bound import mode_choices, modes
+from cimsplit.passes.placement.slicing import WHOLE
 from cimsplit.passes.placement.solvers.highs import _stdout_silenced
 
-__all__ = ["MARGIN", "NODES", "mode_bound_ns"]
+__all__ = ["MARGIN", "NODES", "ModeBound", "mode_bound", "mode_bound_ns"]
 
 NODES = 5000
 """Branch-and-bound nodes per MILP solve (a limit of 200 gave the same bounds on the 41-operator head above)."""
@@ -53,13 +68,28 @@ MARGIN = 1e-6
 _MS = 1e-6
 
 
-_CACHE: dict[tuple[PlacementProblem, float | None, int, int], float] = {}
+@dataclass(frozen=True)
+class ModeBound:
+    bound_ns: float
+    """R less the margin: a proven lower bound of the optimum."""
+    modes: tuple[tuple[bool, int], ...] | None
+    """(on the host, slicing option or WHOLE) of every operator in the last MILP solution (within the
+    budget), or None if HiGHS returned none."""
+
+
+_CACHE: dict[tuple[PlacementProblem, float | None, int, int], ModeBound] = {}
 """Bounds whose MILP solves all ended by themselves or at the node limit (not the wall clock): the same
 on every run, so a budget chain's later points reuse them."""
 
 
 def mode_bound_ns(problem: PlacementProblem, upper_ns: float | None = None, nodes: int = NODES, rounds: int = 4,
                   time_limit_s: float = 10.0) -> float:
+    """:func:`mode_bound`'s bound."""
+    return mode_bound(problem, upper_ns, nodes, rounds, time_limit_s).bound_ns
+
+
+def mode_bound(problem: PlacementProblem, upper_ns: float | None = None, nodes: int = NODES, rounds: int = 4,
+               time_limit_s: float = 10.0) -> ModeBound:
     """R of the module docstring (a proven lower bound on ``problem``'s optimum, sliced or not), with at
     most ``rounds`` rounds of pair-row generation and ``nodes`` branch-and-bound nodes per MILP solve
     (a count, so the bound is the same on every run; ``time_limit_s`` per solve only as a safety net).
@@ -72,22 +102,23 @@ def mode_bound_ns(problem: PlacementProblem, upper_ns: float | None = None, node
     key = (problem, upper_ns, nodes, rounds)
     if key in _CACHE:
         return _CACHE[key]
-    bound, timed_out = _solve(problem, upper_ns, nodes, rounds, time_limit_s)
+    found, timed_out = _solve(problem, upper_ns, nodes, rounds, time_limit_s)
     if not timed_out:
         if len(_CACHE) >= 4096:
             _CACHE.clear()
-        _CACHE[key] = bound
-    return bound
+        _CACHE[key] = found
+    return found
 
 
 def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds: int,
-           time_limit_s: float) -> tuple[float, bool]:
-    """(R less the margin, whether a solve stopped for another reason than its node limit: the wall
-    clock or an error, so that the bound is not to be cached)."""
+           time_limit_s: float) -> tuple[ModeBound, bool]:
+    """(R less the margin and the last solution's modes, whether a solve stopped for another reason
+    than its node limit: the wall clock or an error, so that the bound is not to be cached)."""
     n = problem.n
     if n == 0:
-        return 0.0, False
+        return ModeBound(0.0, ()), False
     table = [modes(problem, v) for v in range(n)]
+    choices = [mode_choices(problem, v) for v in range(n)]
     with _stdout_silenced(True):  # the banner HiGHS prints when an instance is created
         h = highspy.Highs()
     # No "threads": HiGHS's scheduler is per process, and a solve asking for another count than the
@@ -113,12 +144,22 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
     h.addConstr(T >= sum(load))
     anc, desc = dag.ancestors(problem), dag.descendants(problem)
     preds: list[list[int]] = [[] for _ in range(n)]
-    for u, v, _ in problem.edges:
+    on_cim = [next((b for b, (host, _) in zip(x[v], choices[v]) if not host), None) for v in range(n)]
+    for u, v, t in problem.edges:
         preds[v].append(u)
         h.addConstr(f[v] >= f[u] + dur[v])
+        _add_transfer_rows(h, problem, f, dur, x, choices, on_cim, u, v, t)
     for v in range(n):
         h.addConstr(f[v] >= dur[v])
         h.addConstr(T >= f[v])
+        if on_cim[v] is not None and problem.t_in_ns[v] > 0:
+            h.addConstr(f[v] >= dur[v] + problem.t_in_ns[v] * _MS * on_cim[v])
+        if on_cim[v] is not None and problem.writes_output[v] and problem.t_out_ns[v] > 0:
+            h.addConstr(T >= f[v] + problem.t_out_ns[v] * _MS * on_cim[v])
+        for b, (_, k) in zip(x[v], choices[v]):
+            o = problem.slicings[v][k] if k != WHOLE else None
+            if o is not None and o.t_graph_in_ns > 0:
+                h.addConstr(f[v] >= (o.t_join_ns + o.t_cim_ns + o.t_back_ns + o.t_graph_in_ns) * _MS * b)
         before = [load[u] for u in range(n) if anc[v] >> u & 1]
         if before:
             h.addConstr(f[v] >= sum(before) + load[v])
@@ -127,20 +168,24 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
             h.addConstr(T >= f[v] + sum(after))
     pairs = dag.incomparable_pairs(problem)
     added: set[tuple[int, int]] = set()
-    bound = 0.0
+    bound, found = 0.0, None
     for _ in range(rounds):
         h.minimize(T)
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
-            return 0.0, False
+            return ModeBound(0.0, None), False
+        solution = h.getSolution()
+        if solution.value_valid:
+            values = solution.col_value
+            pick = [_chosen([values[b.index] for b in x[v]]) for v in range(n)]
+            found = tuple(choices[v][pick[v]] for v in range(n))
         if status != highspy.HighsModelStatus.kOptimal:
             limits = (highspy.HighsModelStatus.kSolutionLimit, highspy.HighsModelStatus.kIterationLimit)
             if status in limits:  # the node limit: the dual bound, the same on every run
                 bound = max(bound, h.getInfo().mip_dual_bound)
-            return max(0.0, bound * (1.0 - MARGIN) / _MS), status not in limits  # else: not cached
+            return ModeBound(max(0.0, bound * (1.0 - MARGIN) / _MS), found), status not in limits  # else: not cached
 
         bound = max(bound, h.getInfo().mip_dual_bound)
-        pick = [_chosen([h.val(b) for b in x[v]]) for v in range(n)]
         loads = [table[v][pick[v]][0] * _MS for v in range(n)]
         least = _least_finish(table, pick, loads, preds, anc)
         t_value = h.val(T)
@@ -161,7 +206,28 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
             z = h.addBinary()
             h.addConstr(T >= f[u] + rest - big * z)
             h.addConstr(T >= f[w] + rest - big * (1 - z))
-    return max(0.0, bound * (1.0 - MARGIN) / _MS), False
+    return ModeBound(max(0.0, bound * (1.0 - MARGIN) / _MS), found), False
+
+
+def _add_transfer_rows(h: highspy.Highs, problem: PlacementProblem, f: list, dur: list, x: list, choices: list,
+                       on_cim: list, u: int, v: int, t: float) -> None:
+    """The transfer rows of edge u -> v (module docstring); none where nothing can cross."""
+    c_u = on_cim[u]
+    for b, (host, k) in zip(x[v], choices[v]):
+        if k == WHOLE and host:
+            if c_u is not None and t > 0:
+                h.addConstr(f[v] >= f[u] + dur[v] + t * _MS * (c_u + b - 1))
+        elif k == WHOLE:
+            if t > 0:
+                h.addConstr(f[v] >= f[u] + dur[v] + t * _MS * (b - (0 if c_u is None else c_u)))
+        else:
+            o = problem.slicings[v][k]
+            in_cim, in_host = dict(o.in_cim_ns).get(u, t), dict(o.in_host_ns).get(u, t)
+            if in_cim > 0:
+                h.addConstr(f[v] >= f[u] + (o.t_join_ns + o.t_cim_ns + o.t_back_ns) * _MS * b
+                            + in_cim * _MS * (b - (0 if c_u is None else c_u)))
+            if c_u is not None and in_host > 0:
+                h.addConstr(f[v] >= f[u] + (o.t_join_ns + o.t_host_ns) * _MS * b + in_host * _MS * (b + c_u - 1))
 
 
 def _chosen(values: list[float]) -> int:

@@ -241,8 +241,10 @@ def run_decomposition(kind: type[_Decomposition], problem: PlacementProblem, seg
             if incumbent.makespan_ns - lower_ns <= gap * incumbent.makespan_ns or time.perf_counter() >= dec.deadline:
                 break
             targets = dec.loose_segments(lower_path, 0.1 * gap * incumbent.makespan_ns)
-            if not targets:
-                break  # the bound's allocation is tight everywhere: lower == its own upper
+            if not targets:  # the bound's allocation is tight everywhere: lower == its own upper
+                improve()  # (its upper points may be new: the sliced escalation adds some)
+                incumbent, lower_ns = best[0], dec.best(lower=True)[0]
+                break
             dec.solve_all([dec.prepare(key, spent, 2.0 * (dec.fronts[key].longest_try(spent) or first / 2))
                            for key, spent in targets])
     bound = min(lower_ns, incumbent.makespan_ns)

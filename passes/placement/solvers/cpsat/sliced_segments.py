@@ -51,13 +51,14 @@ import time
 from dataclasses import replace
 from functools import partial
 
+from cimsplit.passes.placement.heuristics.sequencing import best_list_schedule
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem, SliceOption
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_by_budget_ns
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
-from cimsplit.passes.placement.solvers.cpsat.mode_bound import mode_bound_ns
+from cimsplit.passes.placement.solvers.cpsat.mode_bound import ModeBound, mode_bound
 from cimsplit.passes.placement.solvers.cpsat.segments import (
     Segments,
     SegmentsRun,
@@ -251,9 +252,11 @@ class _SlicedDecomposition(_Decomposition):
             loads += [loads[-1]] * (self.caps[i] + 1 - len(loads))
             self.fronts[key].floor = [max(load, path_ns) * (1.0 - 1e-12) for load in loads]  # float sums' rounding
 
-    def _mode_bound(self, sub: PlacementProblem, upper_ns: float | None = None) -> float:
-        """:func:`.mode_bound.mode_bound_ns` within what is left before the deadline."""
-        return mode_bound_ns(sub, upper_ns, time_limit_s=max(0.05, min(10.0, self.deadline - time.perf_counter())))
+    def _mode_bound(self, sub: PlacementProblem, upper_ns: float | None = None) -> tuple[float, Schedule | None]:
+        """:func:`.mode_bound.mode_bound` within what is left before the deadline: (the bound, the
+        list schedule of its modes, :func:`mode_schedule`)."""
+        found = mode_bound(sub, upper_ns, time_limit_s=max(0.05, min(10.0, self.deadline - time.perf_counter())))
+        return found.bound_ns, mode_schedule(sub, found)
 
     def escalate(self, key: _Key) -> None:
         """The first time the lazy loop targets a segment of at least :data:`MODE_BOUND_OPERATORS`
@@ -271,8 +274,12 @@ class _SlicedDecomposition(_Decomposition):
         for g in sorted({cap * k // MODE_BOUND_STEPS for k in range(MODE_BOUND_STEPS + 1)}, reverse=True):
             if time.perf_counter() > self.deadline:
                 break
-            r = self._mode_bound(_sliced_segment(self.seg, i, h0, h1, g)[0])
+            sub, index = _sliced_segment(self.seg, i, h0, h1, g)
+            r, sched = self._mode_bound(sub)
             floor[:g + 1] = [max(x, r) for x in floor[:g + 1]]
+            if sched is not None:  # a segment schedule within g crossbars: an upper point of the front
+                tight = r >= sched.makespan_ns * (1.0 - self.gap)
+                self.fronts[key].solves.append(self._entry(sub, index, sched, None, g, r, 0.0, tight))
 
     def loose_segments(self, lower_path: list[tuple[bool, int]], tolerance_ns: float) -> list[tuple[_Key, int]]:
         """:meth:`.segments._Decomposition.loose_segments`, after escalating (:meth:`escalate`) the large
@@ -301,7 +308,9 @@ class _SlicedDecomposition(_Decomposition):
             return None
         # The mode bound (a proven F(limit) >= lb, :mod:`.mode_bound`) for large segments: the solve's
         # ``T >= lb`` row and its bound; a warm start within the gap of it is optimal without a solve.
-        lb = self._mode_bound(sub, warm.makespan_ns) if key in self.escalated else 0.0
+        lb, primal = self._mode_bound(sub, warm.makespan_ns) if key in self.escalated else (0.0, None)
+        if primal is not None and primal.makespan_ns < warm.makespan_ns:
+            warm = primal
         if lb >= warm.makespan_ns * (1.0 - self.gap):
             out = SlicedOutcome("optimal", warm, None, min(lb, warm.makespan_ns), 0.0, 0, 0, True)
         else:
@@ -312,16 +321,22 @@ class _SlicedDecomposition(_Decomposition):
         sched, order, bound = out.schedule, out.host_order, max(out.bound_ns, lb)
         if sched is None or sched.makespan_ns > warm.makespan_ns:  # nothing (better) in time: the warm start
             sched, order = warm, None
+        return self._entry(sub, index, sched, order, limit, bound, seconds, out.finished)
+
+    @staticmethod
+    def _entry(sub: PlacementProblem, index: list[int], sched: Schedule, order: tuple[int, ...] | None, limit: int,
+               bound_ns: float, seconds: float, finished: bool) -> _Solve:
+        """A segment schedule (``order``: its host order over the expansion, if not by start) as a front's solve."""
         slicing = list(sched.slicing or (WHOLE,) * sub.n)
         expansion = expand(sub, sched.on_host, slicing)
         if order is None:
             order = tuple(host_order_by_start(sched.parts if sched.parts is not None else sched))
         inner = range(1, len(index) - 1)
         return _Solve(limit=limit, used=sliced_crossbars(sub, sched.on_host, slicing), span_ns=sched.makespan_ns,
-                      bound_ns=min(bound, sched.makespan_ns), on_host={index[k]: sched.on_host[k] for k in inner},
+                      bound_ns=min(bound_ns, sched.makespan_ns), on_host={index[k]: sched.on_host[k] for k in inner},
                       host_order=tuple((index[expansion.owner[j]], expansion.role[j]) for j in order
                                        if 0 < expansion.owner[j] < len(index) - 1),
-                      finished=out.finished, seconds=seconds,
+                      finished=finished, seconds=seconds,
                       slicing={index[k]: slicing[k] for k in inner if slicing[k] != WHOLE})
 
     def assemble(self, path: list[tuple[bool, int]]) -> Schedule:
@@ -361,6 +376,17 @@ class _SlicedDecomposition(_Decomposition):
                 shares.add(sum(self.aug.slicings[w][slicing[w]].crossbars if slicing[w] != WHOLE
                                else (0 if on_host[w] else self.aug.crossbars[w]) for w in members))
         return shares
+
+
+def mode_schedule(sub: PlacementProblem, found: ModeBound) -> Schedule | None:
+    """The modes of a mode bound's MILP solution (within the budget: a feasible placement) with the
+    best list-scheduled host order (:func:`~...heuristics.sequencing.best_list_schedule`), or None."""
+    if not found.modes:
+        return None
+    on_host, slicing = [h for h, _ in found.modes], [k for _, k in found.modes]
+    expansion = expand(sub, on_host, slicing)
+    parts = best_list_schedule(expansion.problem, expansion.on_host)
+    return parts_schedule(sub, expansion, parts, slicing)
 
 
 def solve_sliced_by_segments(problem: PlacementProblem, *, time_limit_s: float = 60.0, gap: float = 1e-6,
