@@ -77,9 +77,13 @@ class ModeBound:
     budget), or None if HiGHS returned none."""
 
 
-_CACHE: dict[tuple[PlacementProblem, float | None, int, int], ModeBound] = {}
-"""Bounds whose MILP solves all ended by themselves or at the node limit (not the wall clock): the same
-on every run, so a budget chain's later points reuse them."""
+_CACHE: dict[tuple[PlacementProblem, int, int], tuple[float | None, ModeBound]] = {}
+"""(cap, bound) of the problems whose MILP solves all ended by themselves or at the node limit (not the
+wall clock): the same on every run, so the lazy loop's later solves and a budget chain's later points
+reuse them."""
+REUSE = 0.01
+"""A cached bound serves a call whose cap is at most this much (relative) below its own: a slightly
+smaller cap tightens the pair rows little, and each MILP takes 0.2-2 s on a 56-operator head."""
 
 
 def mode_bound_ns(problem: PlacementProblem, upper_ns: float | None = None, nodes: int = NODES, rounds: int = 4,
@@ -93,20 +97,25 @@ def mode_bound(problem: PlacementProblem, upper_ns: float | None = None, nodes: 
     """R of the module docstring (a proven lower bound on ``problem``'s optimum, sliced or not), with at
     most ``rounds`` rounds of pair-row generation and ``nodes`` branch-and-bound nodes per MILP solve
     (a count, so the bound is the same on every run; ``time_limit_s`` per solve only as a safety net).
-    Cached unless the time limit cut a solve off: a budget chain asks for the same segment problems again.
+    Cached unless the time limit cut a solve off (:data:`_CACHE`, :data:`REUSE`): the lazy loop and a
+    budget chain ask for the same segment problems again.
 
     ``upper_ns``: the span of a feasible schedule.  R <= the optimum <= it, so ``T <= upper`` leaves R
     unchanged, and then M = upper suffices in the pair rows (f_u <= T and L <= sum of loads <= T, so
     ``f_u + L - M <= T``): a far tighter relaxation for HiGHS (an infeasible cap, which the argument
     excludes up to rounding, gives the bound 0)."""
-    key = (problem, upper_ns, nodes, rounds)
+    key = (problem, nodes, rounds)
     if key in _CACHE:
-        return _CACHE[key]
+        cached_upper, cached = _CACHE[key]
+        if upper_ns is None or (cached_upper is not None and cached_upper <= upper_ns * (1.0 + REUSE)):
+            return cached
     found, timed_out = _solve(problem, upper_ns, nodes, rounds, time_limit_s)
     if not timed_out:
         if len(_CACHE) >= 4096:
             _CACHE.clear()
-        _CACHE[key] = found
+        if key in _CACHE:  # R at another cap is a lower bound too: keep the larger
+            found = ModeBound(max(found.bound_ns, _CACHE[key][1].bound_ns), found.modes)
+        _CACHE[key] = (upper_ns, found)
     return found
 
 

@@ -384,16 +384,25 @@ class _Decomposition:
                 shares.add(sum(self.aug.crossbars[w] for w in self.seg.members[i] if not warm[w]))
         return shares
 
+    def lowest(self, i: int) -> int:
+        """Crossbars segment i can always take: the budget less every other segment's cap and every
+        bottleneck's largest device (0 when they can use the whole budget)."""
+        others = sum(self.caps) - self.caps[i] + sum(max(x for _, _, x in devices) for devices in self.devices)
+        return min(self.caps[i], max(0, self.budget - others))
+
     def loose_segments(self, lower_path: list[tuple[bool, int]], tolerance_ns: float) -> list[tuple[_Key, int]]:
-        """The segments on the bound's allocation whose bound is not tight there, loosest first."""
+        """The segments on the bound's allocation whose bound is not tight there, loosest first, each
+        at the budget it spends there or, if larger, at :meth:`lowest`: a solve at b >= spent bounds
+        F(spent) too, and its schedule fits beside every allocation of the others (the DP's tie between
+        the two budgets made the loop walk up a step of the floor one budget per round)."""
         targets = []
         for i, (h0, spent) in enumerate(lower_path):
             if not self.seg.members[i]:
                 continue
             key = (i, h0, self._exit_host(lower_path, i))
-            front = self.fronts[key]
-            top = front.upper(spent)
+            front, at = self.fronts[key], max(spent, self.lowest(i))
+            top = front.upper(at)
             slack = (top.span_ns if top else math.inf) - front.lower(spent)
-            if not front.finished(spent) and slack > tolerance_ns:
-                targets.append((-slack, key, spent))
-        return [(key, spent) for _, key, spent in sorted(targets)]
+            if not front.finished(at) and slack > tolerance_ns:
+                targets.append((-slack, key, at))
+        return [(key, at) for _, key, at in sorted(targets)]

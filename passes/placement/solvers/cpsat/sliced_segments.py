@@ -271,11 +271,16 @@ class _SlicedDecomposition(_Decomposition):
             return
         self.escalated.add(key)
         floor, cap = self.fronts[key].floor, self.caps[i]
-        for g in sorted({cap * k // MODE_BOUND_STEPS for k in range(MODE_BOUND_STEPS + 1)}, reverse=True):
+        # Below :meth:`lowest` F's floor cannot change the DP's value (F does not increase with the
+        # budget, and every allocation leaves segment i that many to take): no MILP is spent there.
+        lowest = self.lowest(i)
+        steps = {cap * k // MODE_BOUND_STEPS for k in range(MODE_BOUND_STEPS + 1)}
+        for g in sorted({g for g in steps if g >= lowest} | {cap}, reverse=True):
             if time.perf_counter() > self.deadline:
                 break
             sub, index = _sliced_segment(self.seg, i, h0, h1, g)
-            r, sched = self._mode_bound(sub)
+            known = self.fronts[key].upper(g)  # a schedule within g crossbars: its span caps F(g)
+            r, sched = self._mode_bound(sub, None if known is None else known.span_ns)
             floor[:g + 1] = [max(x, r) for x in floor[:g + 1]]
             if sched is not None:  # a segment schedule within g crossbars: an upper point of the front
                 tight = r >= sched.makespan_ns * (1.0 - self.gap)
