@@ -10,9 +10,9 @@ optimum, at this budget and every smaller one, whose schedules are feasible here
 - ``f_v >= d_v``, ``f_v >= f_u + d_v`` on every edge (transfers >= 0), ``T >= f_v`` for every v (every
   operator reaches a sink or writes an output, and f does not decrease along edges);
 - ``T >= sum_v load_v``: host tasks never overlap and lie in [0, T];
-- ``f_v >= sum_{u in anc(v)} load_u + load_v``: every host task of an ancestor ends before v's inputs
-  are there, v's own host tasks end by f_v (a sliced v's parts start after its inputs, its join ends
-  at f_v: :mod:`...slicing`);
+- ``f_v >= sum_{u in anc(v)} load_u + d_v``: every host task of an ancestor ends before v's inputs
+  are there, and v takes at least d_v from its last input to its output (a sliced v's parts start
+  after its inputs, its join ends at f_v: :mod:`...slicing`); d_v >= load_v in every mode;
 - ``T >= f_v + sum_{w in desc(v)} load_w``: every host task of a descendant starts after f_v;
 - **transfer rows**, on every edge u -> v with transfer t (``c_u`` the binary of u whole on the CIM,
   0 if u has no such mode: only then is u's output on the CIM): ``f_v >= f_u + d_v + t (c_u + h_v - 1)``
@@ -171,7 +171,7 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
                 h.addConstr(f[v] >= (o.t_join_ns + o.t_cim_ns + o.t_back_ns + o.t_graph_in_ns) * _MS * b)
         before = [load[u] for u in range(n) if anc[v] >> u & 1]
         if before:
-            h.addConstr(f[v] >= sum(before) + load[v])
+            h.addConstr(f[v] >= sum(before) + dur[v])
         after = [load[w] for w in range(n) if desc[v] >> w & 1]
         if after:
             h.addConstr(T >= f[v] + sum(after))
@@ -252,5 +252,5 @@ def _least_finish(table: list, pick: list[int], loads: list[float], preds: list[
         d = table[v][pick[v]][2] * _MS
         ready = max([least[u] for u in preds[v]], default=0.0)
         before = sum(loads[u] for u in range(v) if anc[v] >> u & 1)
-        least.append(max(ready + d, before + loads[v]))
+        least.append(max(ready, before) + d)
     return least
