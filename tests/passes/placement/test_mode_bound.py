@@ -11,10 +11,12 @@ import pytest
 from _brute import brute_force_optimum, brute_force_sliced, random_chained_sliced_problem, random_problem, random_sliced_problem
 
 from cimsplit.passes.placement import PlacementProblem
+from cimsplit.passes.placement.problem import SliceOption
 from cimsplit.passes.placement.simulate import simulate
 from cimsplit.passes.placement.sliced_bound import sliced_lower_bound_ns
+from cimsplit.passes.placement.slicing import WHOLE, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat import sliced_segments
-from cimsplit.passes.placement.solvers.cpsat.mode_bound import MARGIN, mode_bound_ns
+from cimsplit.passes.placement.solvers.cpsat.mode_bound import MARGIN, mode_bound, mode_bound_ns
 
 
 def _two_branches(budget: int) -> PlacementProblem:
@@ -35,6 +37,41 @@ def test_the_pair_row_sees_two_branches_waiting_for_the_cim():
     assert mode_bound_ns(problem) == pytest.approx(10.0 * (1 - MARGIN), rel=1e-12)
     assert brute_force_optimum(_two_branches(1)) == 16.0
     assert mode_bound_ns(_two_branches(1)) == pytest.approx(16.0 * (1 - MARGIN), rel=1e-12)
+
+
+def test_the_transfer_rows_charge_the_hand_over_of_the_mode_chosen():
+    """u (host 10, CIM 2 on 1 crossbar) -> v (host 3), transfer 4: u on the CIM ends at 2, its output
+    crosses (4), v runs 3: 9 (u on the host: 13).  Without the transfer rows the path gave 2 + 3 = 5."""
+    whole = PlacementProblem(names=("u", "v"), t_host_ns=(10.0, 3.0), t_cim_ns=(2.0, None), crossbars=(1, 0),
+                             edges=((0, 1, 4.0),), budget=1)
+    assert brute_force_optimum(whole) == 9.0
+    assert mode_bound_ns(whole) == pytest.approx(9.0 * (1 - MARGIN), rel=1e-12)
+    # u (host 5) -> v sliced: host part 6, CIM part 2 after reading u's output over the bus (6), back 1,
+    # join 1: the CIM part runs 11-13, its output is back at 14, the join ends at 15 (v whole on the
+    # host: 5 + 20).  The path of shortest durations gave 5 + 1 + max(6, 2 + 1) = 12.
+    option = SliceOption(kind="ks", split=1, t_host_ns=6.0, t_cim_ns=2.0, crossbars=1, t_join_ns=1.0, t_back_ns=1.0,
+                         in_cim_ns=((0, 6.0),), in_host_ns=((0, 0.0),))
+    sliced = PlacementProblem(names=("u", "v"), t_host_ns=(5.0, 20.0), t_cim_ns=(None, 1.0), crossbars=(0, 4),
+                              edges=((0, 1, 0.0),), budget=1, slicings=((), (option,)))
+    assert brute_force_sliced(sliced) == 15.0
+    assert mode_bound_ns(sliced) == pytest.approx(15.0 * (1 - MARGIN), rel=1e-12)
+
+
+def test_the_mode_bound_s_modes_are_a_schedule_within_the_budget():
+    """The last MILP solution's modes, list-scheduled (:func:`sliced_segments.mode_schedule`): within the
+    budget, never shorter than the optimum, and the optimum itself on most small problems."""
+    optimal = 0
+    for seed in range(80):
+        problem = random_sliced_problem(random.Random(9000 + seed), max_ops=6)
+        found = mode_bound(problem)
+        schedule = sliced_segments.mode_schedule(problem, found)
+        assert schedule is not None
+        slicing = schedule.slicing or (WHOLE,) * problem.n
+        assert sliced_crossbars(problem, schedule.on_host, slicing) <= problem.budget
+        optimum = brute_force_sliced(problem)
+        assert schedule.makespan_ns >= optimum - 1e-9 >= found.bound_ns - 1e-9
+        optimal += schedule.makespan_ns <= optimum + 1e-9
+    assert optimal >= 70  # 78 of 80 when written
 
 
 def test_the_mode_bound_never_exceeds_the_brute_force_optimum_and_is_tight_on_some():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import ortools
 import pytest
@@ -16,6 +18,7 @@ from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, solve_cpsat, s
 from cimsplit.passes.placement.solvers.cpsat import model as cpsat_backend
 from cimsplit.passes.placement.solvers.cpsat.segments import (
     LARGEST_SEGMENT,
+    _Decomposition,
     _segment_problem,
     augment,
     solve_by_segments,
@@ -78,6 +81,19 @@ def test_segment_problem_fixes_the_bottleneck_devices():
     cim_entry, _ = _segment_problem(seg, 1, False, True, 2)
     assert cim_entry.t_cim_ns[0] == 0.0 and cim_entry.crossbars[0] == 0
     assert cim_entry.t_host_ns[0] > sum(sub.t_host_ns)  # never worth the host
+
+
+@pytest.mark.parametrize("budget, lowest", [(1, (0, 0)), (3, (1, 1)), (4, (2, 2)), (9, (2, 2))])
+def test_a_loose_segment_is_solved_at_the_budget_every_allocation_leaves_it(budget: int, lowest: tuple[int, int]):
+    """Two blocks of two one-crossbar operators, host-only bottlenecks: segment i can always take the
+    budget less the other's cap of 2, at most its own cap of 2.  The lazy loop targets a segment the
+    DP's lower path gives 0 crossbars at that budget (nothing is known yet: every bound is loose)."""
+    problem = two_blocks(budget=budget)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        dec = _Decomposition(problem, split_at_bottlenecks(problem), 1e-6, 0, None, time.perf_counter() + 10.0, pool)
+        assert (dec.lowest(1), dec.lowest(2)) == lowest
+        path = [(True, 0), (True, 0), (True, 0), (True, 0)]  # (bottleneck on the host, crossbars of segment i)
+        assert dec.loose_segments(path, 0.0) == [((1, True, True), lowest[0]), ((2, True, True), lowest[1])]
 
 
 @pytest.mark.parametrize("budget, expected", [(0, 165.0), (1, 125.0), (2, 95.0), (3, 67.0), (4, 49.0)])
