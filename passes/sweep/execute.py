@@ -73,8 +73,9 @@ def _settled(future: Any, chain: ChainTask) -> list[Settled]:
 def _pool(chains: Sequence[ChainTask], workers: int) -> Iterator[tuple[int, list[Settled]]]:
     executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        # Longest chains first, so that a long chain does not start last and run alone.
-        order = sorted(range(len(chains)), key=lambda i: (-len(chains[i].tasks), i))
+        # Largest chains first (:attr:`ChainTask.work`), so that a long chain does not start last and
+        # run alone (the paper's sweep: YOLOv5n's four chains, 88 % of its solve time, came last).
+        order = sorted(range(len(chains)), key=lambda i: (-chains[i].work, i))
         pending = {executor.submit(run_chain_list, chains[i]): i for i in order}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -101,7 +102,7 @@ def _dask(chains: Sequence[ChainTask], address: str) -> Iterator[tuple[int, list
     futures = []
     try:
         log.info("sweep: %d chains on Dask scheduler %s", len(chains), address)
-        futures = [client.submit(run_chain_list, chain, pure=False) for chain in chains]
+        futures = [client.submit(run_chain_list, chain, pure=False, priority=chain.work) for chain in chains]
         index = {future.key: i for i, future in enumerate(futures)}
         for future in as_completed(futures):
             i = index[future.key]

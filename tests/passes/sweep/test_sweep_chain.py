@@ -93,3 +93,22 @@ def test_a_chain_cut_short_resumes_from_its_journal_with_the_same_rows(resnet, t
     assert run_sweep(spec(resnet), tmp_path / "cut", workers=1, reports=False).computed == 0
     pooled = run_sweep(spec(resnet), tmp_path / "pool", workers=2, reports=False)
     assert without_time(pooled.rows) == without_time(fresh.rows)
+
+
+def test_a_chain_s_work_is_operators_plus_incomparable_pairs_of_the_points_left():
+    """A diamond a -> (b, c) -> d has 4 operators and one incomparable pair (b, c); a chain x -> y has
+    2 and none.  A point an earlier run finished (``known``) is left out; a point without a problem
+    counts nothing."""
+    from cimsplit.passes.placement.problem import PlacementProblem
+    from cimsplit.passes.sweep.chain import ChainTask
+    from cimsplit.passes.sweep.grid import SweepPoint
+    from cimsplit.passes.sweep.task import PointTask
+
+    diamond = PlacementProblem(names=tuple("abcd"), t_host_ns=(1.0,) * 4, t_cim_ns=(None,) * 4, crossbars=(0,) * 4,
+                               edges=((0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)), budget=1)
+    pair = PlacementProblem(names=("x", "y"), t_host_ns=(1.0, 1.0), t_cim_ns=(None, None), crossbars=(0, 0),
+                            edges=((0, 1, 0.0),), budget=1)
+    point = SweepPoint("m", "x86", 1, 50.0)
+    tasks = (PointTask(point, diamond), PointTask(point, pair), PointTask(point, None, error="no model"))
+    assert ChainTask(tasks).work == 5 + 2
+    assert ChainTask(tasks, known=({"done": True}, None, None)).work == 2
