@@ -261,8 +261,10 @@ class _SlicedDecomposition(_Decomposition):
     def escalate(self, key: _Key) -> None:
         """The first time the lazy loop targets a segment of at least :data:`MODE_BOUND_OPERATORS`
         operators: floor its front with the mode bound (:mod:`.mode_bound`) of the segment problem at
-        every :data:`MODE_BOUND_STEPS`-th part of the cap (R at budget g is <= F_i(g) <= F_i(b) for
-        b <= g), and bound each of its later solves by R at their budget.  Without it the DP's bound
+        every :data:`MODE_BOUND_STEPS`-th part of the cap from :meth:`lowest` up (R at budget g is <=
+        F_i(g) <= F_i(b) for b <= g), enter the schedule of each MILP's modes (:func:`mode_schedule`,
+        within g crossbars) as an upper point, and bound and warm-start each of its later solves by R
+        and that schedule at their budget.  Without it the DP's bound
         put YOLOv8n's head at budgets no solve had bounded (only the cap's solve, 8.7 ms against spans
         of 12-13 ms), and the lazy loop walked up one budget per round, a CP-SAT solve each.  Not
         before: points whose first solves close the gap pay nothing."""
@@ -312,7 +314,8 @@ class _SlicedDecomposition(_Decomposition):
         if left < 0.01:
             return None
         # The mode bound (a proven F(limit) >= lb, :mod:`.mode_bound`) for large segments: the solve's
-        # ``T >= lb`` row and its bound; a warm start within the gap of it is optimal without a solve.
+        # ``T >= lb`` row and its bound, and its modes' schedule a warm start if shorter; a warm start
+        # within the gap of it is optimal without a solve.
         lb, primal = self._mode_bound(sub, warm.makespan_ns) if key in self.escalated else (0.0, None)
         if primal is not None and primal.makespan_ns < warm.makespan_ns:
             warm = primal
