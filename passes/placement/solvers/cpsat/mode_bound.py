@@ -190,8 +190,9 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
             if status in limits:  # the node limit: the dual bound, the same on every run
                 bound = max(bound, h.getInfo().mip_dual_bound)
             return ModeBound(max(0.0, bound * (1.0 - MARGIN) / _MS), found), status not in limits  # else: not cached
-
         bound = max(bound, h.getInfo().mip_dual_bound)
+        if not solution.value_valid:  # (HiGHS reports an optimum with its solution; no rows to separate without)
+            break
         loads = [table[v][pick[v]][0] * _MS for v in range(n)]
         least = _least_finish(table, pick, loads, preds, anc)
         t_value = h.val(T)
