@@ -14,9 +14,12 @@ from _profiles import table_profile
 
 from cimsplit.compiler import frontend
 from cimsplit.models import zoo
+from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.sweep.chain import ChainTask
+from cimsplit.passes.sweep.grid import SweepPoint
 from cimsplit.passes.sweep.run import SweepObserver, SweepSpec, run_sweep
 from cimsplit.passes.sweep.store import read_journal
-from cimsplit.passes.sweep.task import TIME_COLUMNS
+from cimsplit.passes.sweep.task import TIME_COLUMNS, PointTask
 
 BUDGETS = (3, 50, 250, 400)
 """ResNet-18 at 32x32 (float) uses 201 crossbars with every capable operator on the CIM: 250 reuses 400's proof."""
@@ -99,11 +102,6 @@ def test_a_chain_s_work_is_operators_plus_incomparable_pairs_of_the_points_left(
     """A diamond a -> (b, c) -> d has 4 operators and one incomparable pair (b, c); a chain x -> y has
     2 and none.  A point an earlier run finished (``known``) is left out; a point without a problem
     counts nothing."""
-    from cimsplit.passes.placement.problem import PlacementProblem
-    from cimsplit.passes.sweep.chain import ChainTask
-    from cimsplit.passes.sweep.grid import SweepPoint
-    from cimsplit.passes.sweep.task import PointTask
-
     diamond = PlacementProblem(names=tuple("abcd"), t_host_ns=(1.0,) * 4, t_cim_ns=(None,) * 4, crossbars=(0,) * 4,
                                edges=((0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)), budget=1)
     pair = PlacementProblem(names=("x", "y"), t_host_ns=(1.0, 1.0), t_cim_ns=(None, None), crossbars=(0, 0),
