@@ -39,6 +39,15 @@ def test_the_pair_row_sees_two_branches_waiting_for_the_cim():
     assert mode_bound_ns(_two_branches(1)) == pytest.approx(16.0 * (1 - MARGIN), rel=1e-12)
 
 
+def test_the_time_limit_covers_every_round_and_a_cut_off_bound_is_not_cached():
+    """No time left: no round runs, the bound is the trivial 0 (still a lower bound), and it is not
+    cached, so the next call with time solves the MILP (10 on the two branches above, whose third
+    crossbar changes nothing; a budget no other test uses, so nothing is cached before)."""
+    problem = _two_branches(3)
+    assert mode_bound(problem, time_limit_s=0.0).bound_ns == 0.0
+    assert mode_bound_ns(problem) == pytest.approx(10.0 * (1 - MARGIN), rel=1e-12)
+
+
 def test_the_transfer_rows_charge_the_hand_over_of_the_mode_chosen():
     """u (host 10, CIM 2 on 1 crossbar) -> v (host 3), transfer 4: u on the CIM ends at 2, its output
     crosses (4), v runs 3: 9 (u on the host: 13).  Without the transfer rows the path gave 2 + 3 = 5."""

@@ -49,6 +49,7 @@ order rows x 1e-9 ms); the bound returned is the MILP's dual bound less :data:`M
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import highspy
@@ -95,7 +96,8 @@ def mode_bound(problem: PlacementProblem, upper_ns: float | None = None, nodes: 
                time_limit_s: float = 10.0) -> ModeBound:
     """R of the module docstring (a proven lower bound on ``problem``'s optimum, sliced or not), with at
     most ``rounds`` rounds of pair-row generation and ``nodes`` branch-and-bound nodes per MILP solve
-    (a count, so the bound is the same on every run; ``time_limit_s`` per solve only as a safety net).
+    (a count, so the bound is the same on every run; ``time_limit_s`` for all the solves together, only as a
+    safety net).
     Cached unless the time limit cut a solve off (:data:`_CACHE`): the lazy loop and a budget chain ask
     for the same segment problems again.
 
@@ -120,6 +122,7 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
            time_limit_s: float) -> tuple[ModeBound, bool]:
     """(R less the margin and the last solution's modes, whether a solve stopped for another reason
     than its node limit: the wall clock or an error, so that the bound is not to be cached)."""
+    end = time.perf_counter() + time_limit_s
     n = problem.n
     if n == 0:
         return ModeBound(0.0, ()), False
@@ -129,8 +132,7 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
         h = highspy.Highs()
     # No "threads": HiGHS's scheduler is per process, and a solve asking for another count than the
     # first instance's (the MILP backend's) stops with an error (the bound was 0 after a HiGHS placement).
-    for name, value in (("output_flag", False), ("time_limit", float(time_limit_s)),
-                        ("mip_max_nodes", int(nodes)),
+    for name, value in (("output_flag", False), ("mip_max_nodes", int(nodes)),
                         ("mip_rel_gap", 0.0), ("mip_abs_gap", 0.0), ("mip_feasibility_tolerance", 1e-9),
                         ("primal_feasibility_tolerance", 1e-9), ("dual_feasibility_tolerance", 1e-9)):
         h.setOptionValue(name, value)
@@ -176,6 +178,10 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
     added: set[tuple[int, int]] = set()
     bound, found = 0.0, None
     for _ in range(rounds):
+        left = end - time.perf_counter()
+        if left <= 0:  # the wall clock: the rows so far gave the bound (not cached)
+            return ModeBound(max(0.0, bound * (1.0 - MARGIN) / _MS), found), True
+        h.setOptionValue("time_limit", left)
         h.minimize(T)
         status = h.getModelStatus()
         if status == highspy.HighsModelStatus.kInfeasible:
