@@ -310,8 +310,7 @@ class _SlicedDecomposition(_Decomposition):
 
     def run(self, job) -> _Solve | None:
         key, limit, seconds, sub, index, warm = job
-        left = self.deadline - time.perf_counter()
-        if left < 0.01:
+        if self.deadline - time.perf_counter() < 0.01:
             return None
         # The mode bound (a proven F(limit) >= lb, :mod:`.mode_bound`) for large segments: the solve's
         # ``T >= lb`` row and its bound, and its modes' schedule a warm start if shorter; a warm start
@@ -319,8 +318,11 @@ class _SlicedDecomposition(_Decomposition):
         lb, primal = self._mode_bound(sub, warm.makespan_ns) if key in self.escalated else (0.0, None)
         if primal is not None and primal.makespan_ns < warm.makespan_ns:
             warm = primal
+        left = self.deadline - time.perf_counter()  # (after the mode bound: CP-SAT gets what it left)
         if lb >= warm.makespan_ns * (1.0 - self.gap):
             out = SlicedOutcome("optimal", warm, None, min(lb, warm.makespan_ns), 0.0, 0, 0, True)
+        elif left < 0.01:  # the mode bound used the time: its bound and schedule, as no solve (seconds 0)
+            return self._entry(sub, index, warm, None, limit, lb, 0.0, False)
         else:
             # ``seconds`` of CP-SAT's deterministic time (the wall clock only at the deadline): the
             # solves, hence the fronts, the DP and the answer, do not depend on the machine's load.
