@@ -6,12 +6,12 @@
 ``--final`` is the ``results.csv`` of a sweep of the same models and grid with the long limit
 (``cimsplit sweep MODELS --int8 --time-limit 60``).  This script sweeps the same points again with
 ``--time-limit`` (default 5 s, issue 17's "a solution within 0.5 % of the final one within 5 s")
-and budget chains off, so every point is solved alone, as ``cimsplit partition`` would, from its
-own start (``--chains``: on, as ``cimsplit sweep`` runs them, each point then also starts from the
-other budgets' solves at its MVM latency).  Per point: the short solve's makespan over the final one (the best of both, in case
-the short solve found a shorter one).  Prints how many points are within 0.5 % and 1 %.  The host
-profiles are those of the profile cache (shared with the long sweep: run it first); nothing here is
-an assertion, the figures depend on the machine and its load.
+and budget chains off, so every point is solved alone from its own start, as ``cimsplit partition``
+would (``--chains``: on, as ``cimsplit sweep`` runs them; a point then also starts from the other
+budgets' solves at its MVM latency).  Per point: how far the short solve's makespan is above the
+best of both.  Prints how many points are within 0.5 % and 1 %.  The host profiles come from the
+profile cache (shared with the long sweep: run it first).  Nothing here is an assertion: the figures
+depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ def main() -> None:
     wall = time.perf_counter() - start
     lines = ["$ .venv/bin/python bench/first_solution.py " + " ".join(sys.argv[1:]),
              f"{len(rows)} points, --time-limit {args.time_limit:g} per point, budget chains {'on' if args.chains else 'off'}, "
-             f"{args.workers} workers, "
-             f"wall {wall:.1f} s; load average {load[0]:.2f} -> {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs",
+             f"{args.workers} workers, wall {wall:.1f} s; load average {load[0]:.2f} -> {os.getloadavg()[0]:.2f} "
+             f"on {os.cpu_count()} CPUs",
              f"{'model':20s} {'xbars':>5s} {'T_mvm':>6s} {'short ms':>10s} {'final ms':>10s} {'excess %':>8s} {'time s':>7s} status"]
     excess: list[float] = []
     for r in rows:
