@@ -103,7 +103,7 @@ def place_sliced(problem: PlacementProblem, options: SolveOptions, whole: Placem
         return replace(whole, solver=kept)
     from cimsplit.passes.placement.solvers.cpsat.sliced_staged import solve_sliced_staged  # ortools, lazily
 
-    outcome, how = solve_sliced_staged(sliced_problem, replace(options, time_limit_s=max(time_left_s, 1.0)),
+    outcome, how = solve_sliced_staged(sliced_problem, replace(options, time_limit_s=max(time_left_s, 0.05)),
                                        whole.schedule, memo)
     note = (f"slicing {options.slicing}: cpsat {outcome.status} ({how}; "
             f"{outcome.n_variables} variables, {outcome.n_constraints} constraints)")
