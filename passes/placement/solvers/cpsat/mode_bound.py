@@ -177,10 +177,15 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
     pairs = dag.incomparable_pairs(problem)
     added: set[tuple[int, int]] = set()
     bound, found = 0.0, None
+
+    def result(uncached: bool) -> tuple[ModeBound, bool]:
+        """The bound so far less the margin (ns) and the last solution's modes."""
+        return ModeBound(max(0.0, bound * (1.0 - MARGIN) / _MS), found), uncached
+
     for _ in range(rounds):
         left = end - time.perf_counter()
         if left <= 0:  # the wall clock: the rows so far gave the bound (not cached)
-            return ModeBound(max(0.0, bound * (1.0 - MARGIN) / _MS), found), True
+            return result(True)
         h.setOptionValue("time_limit", left)
         h.minimize(T)
         status = h.getModelStatus()
@@ -195,7 +200,7 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
             limits = (highspy.HighsModelStatus.kSolutionLimit, highspy.HighsModelStatus.kIterationLimit)
             if status in limits:  # the node limit: the dual bound, the same on every run
                 bound = max(bound, h.getInfo().mip_dual_bound)
-            return ModeBound(max(0.0, bound * (1.0 - MARGIN) / _MS), found), status not in limits  # else: not cached
+            return result(status not in limits)  # else: not cached
         bound = max(bound, h.getInfo().mip_dual_bound)
         if not solution.value_valid:  # (HiGHS reports an optimum with its solution; no rows to separate without)
             break
@@ -219,7 +224,7 @@ def _solve(problem: PlacementProblem, upper_ns: float | None, nodes: int, rounds
             z = h.addBinary()
             h.addConstr(T >= f[u] + rest - big * z)
             h.addConstr(T >= f[w] + rest - big * (1 - z))
-    return ModeBound(max(0.0, bound * (1.0 - MARGIN) / _MS), found), False
+    return result(False)
 
 
 def _add_transfer_rows(h: highspy.Highs, problem: PlacementProblem, f: list, dur: list, x: list, choices: list,
