@@ -20,9 +20,13 @@ rule used here, in two steps:
    no two groups of one device are left that could merge without a cycle.
 3. **Weights.**  Nodes that compute from weights only (a leftover
    ``Constant``, the ``DequantizeLinear`` of a QDQ weight) would be ready at
-   the very start and land in the first segment, far from their use; when all
-   their consumers share their device they sit out steps 1-2 and then join the
-   earliest group that reads them, which keeps the group order topological.
+   the very start and land in the first segment, far from their use; they sit
+   out steps 1-2 and then join *every* group that reads them, one copy per
+   group as in step 4.  So no weight crosses the bus (a row-sliced Conv's two
+   parts each dequantize the whole weight on their own device) and each
+   partition sees ``DQ(weight) -> op``, the pattern onnxruntime fuses.  A copy's
+   inputs are weights or copies in the same group, so the order stays
+   topological.
 4. **Quantized cuts.**  A ``DequantizeLinear`` of an activation (its data
    input is not a weight) sits out steps 1-2 too: for them its consumers read
    its data input straight from the ``QuantizeLinear`` (or graph input)
@@ -31,7 +35,13 @@ rule used here, in two steps:
    model), so a partition boundary of a QDQ model lies between Q and DQ: the
    tensor that crosses is the int8/uint8 one, and each partition sees the
    ``DQ -> op -> Q`` pattern that onnxruntime fuses into QLinearConv, QGemm,
-   QLinearAdd, ...  A DQ that writes a graph output also lands on the host
+   QLinearAdd, ...  The group that makes its input gets a copy too, read by
+   nothing (one dequantization of the tensor per run), so that there the Q
+   still feeds a DQ as in the whole model: onnxruntime removes a ``DQ -> Q``
+   pair of equal scales whose Q writes a graph output and nothing else, and
+   then does not fuse the quantized kernel before it (a Conv -> Relu on the
+   CIM ran a float Conv where the whole model runs QLinearConv; on AVX2
+   without VNNI their outputs differ).  A DQ that writes a graph output also lands on the host
    (the graph outputs live there): in a host group that reads it, else in its
    producer's group when that is a host group, else in the first host group
    after it, else in a host group of its own at the end.
@@ -141,13 +151,20 @@ def _segments(devices: list[str], succs: list[set[int]], active: set[int]) -> li
     return segments
 
 
+_RANDOM = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
+
+
 def _constant_nodes(nodes: list[onnx.NodeProto], graph_inputs: set[str]) -> set[int]:
-    """Nodes that compute from weights only (Constant, a weight's DequantizeLinear, ...)."""
+    """Nodes that compute from weights only (Constant, a weight's DequantizeLinear, ...).
+
+    Random generators read no tensor but are not weights: each run draws anew, so a copy
+    per partition would not compute the same tensor.
+    """
     producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
     const: set[int] = set()
     for v, node in enumerate(nodes):
         reads = node_inputs(node)
-        if all(t not in graph_inputs and (t not in producer or producer[t] in const) for t in reads):
+        if node.op_type not in _RANDOM and all(t not in graph_inputs and (t not in producer or producer[t] in const) for t in reads):
             const.add(v)
     return const
 
@@ -205,9 +222,9 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
     constant = _constant_nodes(nodes, graph_inputs)
     cut = _activation_dequantizers(nodes, constant)
     reads = _through(succs, cut)
-    # Weight-only nodes whose consumers all share their device join their first consumer's
-    # group at the end (step 3) instead of the first segment, where they would be ready.
-    deferred = sorted(v for v in constant if succs[v] and all(dev[w] == dev[v] for w in succs[v]))
+    # Weight-only nodes join the groups that read them at the end (step 3) instead of the
+    # first segment, where they would be ready.
+    deferred = sorted(v for v in constant if succs[v])
     segments = _segments(dev, reads, set(range(len(nodes))) - set(deferred) - cut)
 
     group_of = [-1] * len(nodes)  # -1: deferred or cut, placed in steps 3-4
@@ -250,33 +267,34 @@ def group_nodes(model: onnx.ModelProto, devices: Mapping[str, str]) -> list[tupl
     order = stable_topological_order({g: min(m) for g, m in members.items()}, graph)
     if order is None:  # pragma: no cover - the merge rule forbids it
         raise AssertionError("partition graph is cyclic")
-    # Step 3: a deferred node joins the earliest group (in this order) that reads it.  Its
-    # own inputs are weights or deferred nodes placed no later, so every new edge points
-    # forward in the order and the order stays topological.
+    # Step 4 (its groups first: step 3 copies a weight into the groups of the cut DQs that
+    # read it, e.g. a scale made by a Constant): a cut DequantizeLinear joins every group
+    # that reads it and its producer's group.  Its readers already depended on its producer's
+    # group, so no new group edge appears; a graph output's copy on the host goes after its
+    # producer in the order.
     position = {g: k for k, g in enumerate(order)}
-    for v in reversed(deferred):
-        group_of[v] = min((group_of[w] for w in succs[v]), key=position.__getitem__)
-        members[group_of[v]].append(v)
-    # Step 4: a cut DequantizeLinear joins every group that reads it.  Its readers already
-    # depended on its producer's group, so no new group edge appears; a graph output's copy
-    # on the host goes after its producer in the order.
     producer = {out: i for i, node in enumerate(nodes) for out in node.output if out}
+    copies: dict[int, set[int]] = {}  # deferred or cut node -> the groups it joins
     for d in sorted(cut):
-        targets = {group_of[w] for w in succs[d]}
+        p = producer.get(nodes[d].input[0])
+        targets = {group_of[w] for w in succs[d]} | ({group_of[p]} if p is not None else set())
         if any(o in graph_outputs for o in nodes[d].output) and all(gdev[g] != HOST for g in targets):
-            p = producer.get(nodes[d].input[0])
             after = position[group_of[p]] if p is not None else -1
-            if p is not None and gdev[group_of[p]] == HOST:
-                targets.add(group_of[p])
-            else:
-                host = next((g for g in order[after + 1:] if gdev[g] == HOST), None)
-                if host is None:
-                    host = max(members) + 1
-                    members[host], gdev[host] = [], HOST
-                    order.append(host)
-                targets.add(host)
-        for g in targets:
-            members[g].append(d)
+            host = next((g for g in order[after + 1:] if gdev[g] == HOST), None)
+            if host is None:
+                host = max(members) + 1
+                members[host], gdev[host] = [], HOST
+                order.append(host)
+            targets.add(host)
+        copies[d] = targets
+    # Step 3: a deferred node joins every group that reads it, directly or through deferred
+    # or cut nodes (visited in reverse, so their groups are known).  Its own inputs are
+    # weights or deferred nodes copied into the same groups: no new group edge appears.
+    for v in reversed(deferred):
+        copies[v] = set().union(*(copies[w] if w in copies else {group_of[w]} for w in succs[v]))
+    for v, groups in copies.items():
+        for g in groups:
+            members[g].append(v)
     return [(gdev[g], [nodes[v].name for v in sorted(members[g])]) for g in order]
 
 

@@ -58,8 +58,9 @@ def test_quantized_tensor_crosses_and_each_reader_gets_its_dequantizer() -> None
     plan = result.plan
     assert [(p.name, p.nodes, p.inputs, p.outputs) for p in plan.partitions] == [
         # Q stays with its producer; dq_a is copied into both readers' partitions; dq_c writes
-        # a graph output, so it goes to the host, where the graph outputs live.
-        ("cim_0", ("dq_w1", "dq_w2", "q_x", "dq_x", "a", "q_a", "dq_a", "c", "q_c"), ("x",), ("qa", "qc")),
+        # a graph output, so it goes to the host, where the graph outputs live, and a copy read by
+        # nothing stays with q_c (the host's exports y2).
+        ("cim_0", ("dq_w1", "dq_w2", "q_x", "dq_x", "a", "q_a", "dq_a", "c", "q_c", "dq_c"), ("x",), ("qa", "qc")),
         ("host_0", ("dq_a", "b", "q_b", "dq_b", "dq_c"), ("qa", "qc"), ("y1", "y2")),
     ]
     # The graph input crosses as float32 (4 bytes x 16), the quantized tensors as uint8 (1 byte x 16):

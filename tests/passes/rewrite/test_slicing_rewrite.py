@@ -267,6 +267,12 @@ def test_int8_qdq_ks_and_ofm_are_bit_identical():
         for choose in (_kind("ks"), _kind("ofm", 2)):
             got, expected, built = split_run(model, choose)
             assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+    # Both row parts read the whole weight: each dequantizes it on its own device, so only activations
+    # cross (the weight and bias crossed as float once, and the CIM part ran a float Conv).  ofm at 6 of
+    # 8 output rows: the CIM part reads input rows 0..6 (float32, 3 x 7 x 8 x 4 bytes = 672) and sends
+    # back 8 channels x 6 rows x 8 (int8: 384 bytes).
+    assert [(t.tensor, t.src_device, t.bytes) for t in built.plan.transfers] == [
+        ("x__rows_cim", "host", 672), ("r_QuantizeLinear_Output__cim", "cim", 384)]
 
 
 def test_ofm_offers_no_part_that_reads_only_padding_rows():

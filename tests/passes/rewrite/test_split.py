@@ -187,6 +187,36 @@ def test_weight_only_nodes_join_the_partition_that_reads_them() -> None:
     np.testing.assert_allclose(_run(result.partitioned, {"x": x})["y"], _run(model, {"x": x})["y"], rtol=1e-6)
 
 
+def test_a_weight_read_on_both_devices_is_copied_and_a_random_draw_is_not() -> None:
+    """k -> dq feeds a CIM and a host MatMul: each partition dequantizes it, no weight crosses.
+    r: RandomNormal feeds both too; each run draws anew, so it is made once and crosses:
+
+        x -> a: MatMul(dq) [cim] -> s: Add(r) [host] -> y
+        x -> b: MatMul(dq) [host] -> u: Add(r) [cim] -> z
+    """
+    k = numpy_helper.from_array(np.arange(16, dtype=np.int8).reshape(4, 4), "kv")
+    nodes = [
+        helper.make_node("Constant", [], ["kq"], name="k", value=k),
+        helper.make_node("DequantizeLinear", ["kq", "scale"], ["wq"], name="dq"),
+        helper.make_node("RandomNormal", [], ["noise"], name="r", shape=[2, 4], seed=1.0),
+        helper.make_node("MatMul", ["x", "wq"], ["t1"], name="a"),
+        helper.make_node("MatMul", ["x", "wq"], ["t2"], name="b"),
+        helper.make_node("Add", ["t1", "noise"], ["y"], name="s"),
+        helper.make_node("Add", ["t2", "noise"], ["z"], name="u"),
+    ]
+    model = _model(nodes, ["x"], ["y", "z"], [])
+    model.graph.initializer.append(numpy_helper.from_array(np.array(0.1, np.float32), "scale"))
+    devices = {"k": "host", "dq": "host", "r": "host", "a": "cim", "b": "host", "s": "host", "u": "cim"}
+    result = split(model, devices, BUS)
+    assert [(p.name, p.nodes) for p in result.plan.partitions] == [
+        ("host_0", ("k", "dq", "r", "b")), ("cim_0", ("k", "dq", "a", "u")), ("host_1", ("s",)),
+    ]
+    # 8 elements of 1 byte each (BUS's element size): x, the draw and t2 go to the CIM, t1 and z come back
+    assert [(t.tensor, t.dst_device, t.bytes) for t in result.plan.transfers] == [
+        ("x", "cim", 8), ("noise", "cim", 8), ("t2", "cim", 8), ("t1", "host", 8), ("z", "host", 8)]
+    _check_all(result)
+
+
 def test_copy_names_never_collide_with_the_models_own_names() -> None:
     """The model already has a tensor called t1__on_host: the host copy of t1 must be named otherwise.
 
