@@ -209,14 +209,15 @@ def _rewrite(b: _Builder, shape, kind: str, split: int, shapes: Mapping, timing:
             row0, row1, _, _ = bands[part]
             starts, ends, axes = (b.init(f"{anchor.name}/{part}_rows_{k}", np.array([val], dtype=np.int64))
                                   for k, val in (("start", row0), ("end", row1), ("axis", 2)))
-            node = helper.make_node("Slice", [sliced, starts, ends, axes], [f"{sliced}__rows_{part}"],
+            # Named after the operator too: two row-sliced operators may read one tensor.
+            node = helper.make_node("Slice", [sliced, starts, ends, axes], [f"{sliced}__{anchor.name}_rows_{part}"],
                                     name=f"{anchor.name}/slice_{part}")
             new.append(node)
             b.placements[node.name] = NodePlacement(where.device, "", where.finish_ns, where.finish_ns)
             band = node.output[0]
             if via_dq:
-                dq = helper.make_node("DequantizeLinear", [band, *entry_src.input[1:]], [f"{shape.entry}__{part}"],
-                                      name=f"{entry_src.name}/{part}")
+                dq = helper.make_node("DequantizeLinear", [band, *entry_src.input[1:]],
+                                      [f"{shape.entry}__{anchor.name}_{part}"], name=f"{entry_src.name}/{anchor.name}_{part}")
                 dq.attribute.extend(entry_src.attribute)
                 new.append(dq)
                 b.placements[dq.name] = timing[part]

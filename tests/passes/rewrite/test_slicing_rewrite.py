@@ -272,7 +272,30 @@ def test_int8_qdq_ks_and_ofm_are_bit_identical():
     # 8 output rows: the CIM part reads input rows 0..6 (float32, 3 x 7 x 8 x 4 bytes = 672) and sends
     # back 8 channels x 6 rows x 8 (int8: 384 bytes).
     assert [(t.tensor, t.src_device, t.bytes) for t in built.plan.transfers] == [
-        ("x__rows_cim", "host", 672), ("r_QuantizeLinear_Output__cim", "cim", 384)]
+        ("x__conv_rows_cim", "host", 672), ("r_QuantizeLinear_Output__cim", "cim", 384)]
+
+
+def test_two_row_sliced_convs_of_one_tensor_each_slice_it_under_their_own_names():
+    """x -> relu -> r;  r -> a: Conv 3x3 and r -> b: Conv 1x1;  y = a + b.  Both split by rows slice r (or,
+    quantized, its int8 tensor, each with its own DQ of the band).  Both once named their band r__rows_cim:
+    here shape inference failed (a's band has a halo row, b's not), in a fuzz model the split was not SSA."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("wa", (4, 3, 3, 3)), ("wb", (4, 3, 1, 1)))]
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "wa"], ["a"], name="a", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["r", "wb"], ["b"], name="b"),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    got, expected, built = split_run(model, _kind("ofm", 1))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    slices = [n for n in built.annotated.graph.node if n.op_type == "Slice"]
+    assert sorted(n.input[0] for n in slices) == ["r"] * 4
+    quantized = onnx.load_from_string(_quantized(model.SerializeToString(), per_channel=True))
+    got, expected, built = split_run(quantized, _kind("ofm", 1))
+    assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+    assert built.plan.report["operators_sliced"] == 2
 
 
 def test_ofm_offers_no_part_that_reads_only_padding_rows():
