@@ -5,6 +5,8 @@ All weights are seeded random; every builder returns a checked ``ModelProto``.
 
 from __future__ import annotations
 
+import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -323,3 +325,17 @@ def sliceable_cnn() -> onnx.ModelProto:
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def kernels(model: onnx.ModelProto | Path | str) -> Counter[str]:
+    """How many nodes of each type onnxruntime runs for ``model`` (its optimized graph, the runtime's options)."""
+    import onnxruntime as ort
+
+    from cimsplit.runtime.devices import session_options
+
+    payload = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    with tempfile.TemporaryDirectory() as tmp:
+        options = session_options()
+        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+        ort.InferenceSession(payload, sess_options=options, providers=["CPUExecutionProvider"])
+        return Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)

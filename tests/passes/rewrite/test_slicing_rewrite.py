@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import functools
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from _profiles import table_profile
+from graphs import kernels
 from graphs import quantize_qdq as quantize_static_qdq
 from graphs import sliceable_cnn as cnn
 from hypothesis import HealthCheck, given, settings
@@ -296,6 +298,31 @@ def test_two_row_sliced_convs_of_one_tensor_each_slice_it_under_their_own_names(
     got, expected, built = split_run(quantized, _kind("ofm", 1))
     assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
     assert built.plan.report["operators_sliced"] == 2
+
+
+def test_row_bands_of_an_int8_tensor_are_converted_with_their_pair():
+    """x -> conv0 -> relu0 -> Q(r0) -> DQ -> conv (rows split) -> relu -> fc, S8S8.  Whole, onnxruntime turns the
+    r0 pair uint8 and runs QLinearConv.  Split, Q(r0) feeds a Slice per part and each part its own DQ: no
+    pair onnxruntime sees, so unless the split converts Q, bands and DQs the parts run float Convs (1.37 off
+    on an AVX2 host without VNNI in a fuzz model).  The parts run QLinearConv: one more than whole."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w0", (8, 3, 3, 3)), ("w", (8, 8, 3, 3)), ("b", (8,)), ("fw", (12, 512)), ("fb", (12,)))]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+             helper.make_node("Conv", ["r0", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], name="fc", transB=1)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])], inits)
+    quantized = onnx.load_from_string(_quantized(model.SerializeToString(), per_channel=True))
+    rows = _kind("ofm", 2)
+    got, expected, built = split_run(quantized, lambda name, options: rows(name, options) if name == "conv" else None)
+    assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+    parts = sum((kernels(m) for m in built.split.partitions.values()), Counter())
+    whole = kernels(quantized)
+    assert (parts["QLinearConv"], parts["Conv"]) == (whole["QLinearConv"] + 1, whole["Conv"]) == (3, 0)
 
 
 def test_ofm_offers_no_part_that_reads_only_padding_rows():
