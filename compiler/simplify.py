@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 Shape = tuple[int, ...]
 
 
+def _is_quantized(model: onnx.ModelProto) -> bool:
+    return any(node.op_type in ("QuantizeLinear", "DequantizeLinear") for node in model.graph.node)
+
+
 def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
     import onnxslim
 
@@ -56,7 +60,12 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
         # FusionGemm rewrites a 3-D MatMul + Add as Reshape -> Gemm -> Reshape: two
         # host operators more, and an activation after it no longer fuses; the
         # workload builder fuses the bias Add into the MatMul instead.
-        slimmed = onnxslim.slim(copy, skip_optimizations=["weight_tying"], skip_fusion_patterns=["FusionGemm"])
+        # In a QDQ model, merging equal nodes changes how many nodes read a
+        # DequantizeLinear, and with it the pairs onnxruntime converts and the kernels
+        # it fuses (two Flattens of one DQ merged: the Gemm after one of them ran in
+        # float, QGemm in the model): the split would not run the model's kernels.
+        skipped = ["weight_tying"] + (["subexpression_elimination"] if _is_quantized(model) else [])
+        slimmed = onnxslim.slim(copy, skip_optimizations=skipped, skip_fusion_patterns=["FusionGemm"])
     except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
         log.warning("onnxslim failed (%s: %s); retrying with constant folding only", type(exc).__name__, exc)
         copy.CopyFrom(model)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from graphs import clean_cnn, control_flow_and_custom, pytorch_style, quantize_qdq, save, silu_net
+from graphs import clean_cnn, control_flow_and_custom, kernels, pytorch_style, quantize_qdq, save, silu_net
 
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.simplify import name_nodes, tensor_shapes
@@ -101,3 +101,31 @@ def test_custom_op_and_control_flow_model_loads(tmp_path: Path) -> None:
     loaded = load(save(control_flow_and_custom(), tmp_path))
     assert {op.op_type for op in loaded.workload.operators} >= {"If", "Loop", "Scan", "MyOp"}
     assert loaded.workload.operator(next(op.name for op in loaded.workload.operators if op.op_type == "MyOp")).n_out == 256
+
+
+def test_equal_nodes_merge_in_a_float_model_but_not_in_a_qdq_one(tmp_path: Path) -> None:
+    """x -> Tanh -> t;  t -> Flatten -> Gemm W1 -> y1 and t -> Flatten -> Gemm W2 -> y2.  Float, the two
+    Flattens are one (onnxslim's common-subexpression elimination).  Quantized, each Flatten has its own
+    Q -> DQ after it and the Gemms run as QGemm; merged, the one DQ would have two readers, onnxruntime
+    would copy it and not convert the pair, and one Gemm ran in float: the split's kernels differ from
+    the model's (fuzz seed 289, 0.115 off on an AVX2 host)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 4)).astype(np.float32), w) for w in ("W1", "W2")]
+    nodes = [helper.make_node("Tanh", ["x"], ["t"], name="tanh"),
+             helper.make_node("Flatten", ["t"], ["f1"], name="flat1"),
+             helper.make_node("Flatten", ["t"], ["f2"], name="flat2"),
+             helper.make_node("Gemm", ["f1", "W1"], ["y1"], name="g1"),
+             helper.make_node("Gemm", ["f2", "W2"], ["y2"], name="g2")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 2, 2])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 4]) for y in ("y1", "y2")],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    float_model = load(save(model, tmp_path, "float.onnx")).model
+    assert sum(n.op_type == "Flatten" for n in float_model.graph.node) == 1
+    path = quantize_qdq(model, tmp_path, per_channel=False)
+    quantized = load(path).model
+    assert sum(n.op_type == "Flatten" for n in quantized.graph.node) == 2
+    assert kernels(quantized) == kernels(path)  # onnxruntime runs the simplified model as the model
