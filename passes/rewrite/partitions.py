@@ -41,10 +41,10 @@ rule used here, in two steps:
    pair of equal scales whose Q writes a graph output and nothing else, and
    then does not fuse the quantized kernel before it (a Conv -> Relu on the
    CIM ran a float Conv where the whole model runs QLinearConv; on AVX2
-   without VNNI their outputs differ).  A DQ that writes a graph output also lands on the host
-   (the graph outputs live there): in a host group that reads it, else in its
-   producer's group when that is a host group, else in the first host group
-   after it, else in a host group of its own at the end.
+   without VNNI their outputs differ).  A DQ that writes a graph output also
+   lands on the host (the graph outputs live there): in a host group that
+   reads it, else in its producer's group when that is a host group, else in
+   the first host group after it, else in a host group of its own at the end.
 
 The groups are then ordered topologically (ties by their first node's index)
 and named per device in that order: ``host_0``, ``cim_0``, ``host_1``, ...

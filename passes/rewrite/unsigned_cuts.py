@@ -85,13 +85,14 @@ def _as_split(pair: QdqPair, nodes: Mapping[str, onnx.NodeProto], readers: Mappi
     -> DQ); else None."""
     q = producers.get(pair.tensor)
     if q is not None and q.name == pair.quantize:
-        dequantizers = readers.get(pair.tensor, [])
-        if dequantizers and all(d.op_type == "DequantizeLinear" and d.input[0] == pair.tensor for d in dequantizers):
-            return _Cut(pair, (q.name,), tuple(d.name for d in dequantizers), (pair.tensor,))
-        bands = [(band, readers.get(band.output[0], [])) for band in dequantizers]
+        users = readers.get(pair.tensor, [])
+        if users and all(d.op_type == "DequantizeLinear" and d.input[0] == pair.tensor for d in users):
+            return _Cut(pair, (q.name,), tuple(d.name for d in users), (pair.tensor,))
+        bands = [(band, readers.get(band.output[0], [])) for band in users]
         if bands and all(band.op_type == "Slice" and band.input[0] == pair.tensor and len(dq) == 1
                          and dq[0].op_type == "DequantizeLinear" and dq[0].input[2] == q.input[2] for band, dq in bands):
-            return _Cut(pair, (q.name,), tuple(dq[0].name for _, dq in bands), (pair.tensor, *(band.output[0] for band, _ in bands)))
+            tensors = (pair.tensor, *(band.output[0] for band, _ in bands))
+            return _Cut(pair, (q.name,), tuple(dq[0].name for _, dq in bands), tensors)
         return None
     dq = nodes.get(pair.dequantize)
     join = producers.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
