@@ -77,11 +77,13 @@ class SeededImageReader(CalibrationDataReader):
 
 
 def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATION_SAMPLES,
-                 activations: str = "int8", per_channel: bool = True) -> onnx.ModelProto:
+                 activations: str = "int8", per_channel: bool = True, reduce_range: bool = False) -> onnx.ModelProto:
     """Return the int8 QDQ version of a float ``model`` (see the module docstring).
 
     ``activations``: ``"int8"`` (S8S8) or ``"uint8"`` (U8S8); ``per_channel``: one weight
-    scale per output channel, else one per tensor.
+    scale per output channel, else one per tensor; ``reduce_range``: 7-bit weights, for
+    x86 hosts without VNNI, whose U8S8 kernels saturate int16 sums of two full-range
+    products (onnxruntime's advice), so that their results depend on the kernel's shape.
     """
     if activations not in ACTIVATION_TYPES:
         raise ValueError(f"activations must be one of {sorted(ACTIVATION_TYPES)}, not {activations!r}")
@@ -103,6 +105,7 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
             SeededImageReader(shapes, samples, seed),
             quant_format=QuantFormat.QDQ,
             per_channel=per_channel,
+            reduce_range=reduce_range,
             weight_type=QuantType.QInt8,
             activation_type=ACTIVATION_TYPES[activations],
             # Keep Relu/Clip before a QuantizeLinear (by default the quantizer folds them

@@ -94,15 +94,17 @@ def biased_nets() -> list[onnx.ModelProto]:
 
 
 @functools.cache
-def _quantized(model_bytes: bytes, per_channel: bool) -> bytes:
+def _quantized(model_bytes: bytes, per_channel: bool, reduce_range: bool = False) -> bytes:
     from cimsplit.models.quantize import quantize_qdq
 
-    return quantize_qdq(onnx.load_from_string(model_bytes), per_channel=per_channel).SerializeToString()
+    return quantize_qdq(onnx.load_from_string(model_bytes), per_channel=per_channel,
+                        reduce_range=reduce_range).SerializeToString()
 
 
-def split_run(model: onnx.ModelProto, choose, cim_devices: dict[str, bool] | None = None):
+def split_run(model: onnx.ModelProto, choose, cim_devices: dict[str, bool] | None = None, *, must_slice: bool = True):
     """Compile ``model`` with the slicing ``choose(options)`` picks per operator (an index or None),
-    run the split model and the original on the same input; (got, expected, artifacts)."""
+    run the split model and the original on the same input; (got, expected, artifacts).  None when
+    ``choose`` picks nothing and not ``must_slice``."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "m.onnx"
         onnx.save(model, path)
@@ -118,6 +120,8 @@ def split_run(model: onnx.ModelProto, choose, cim_devices: dict[str, bool] | Non
                 slicing[v] = pick
             elif cim_devices and problem.names[v] in cim_devices:
                 on_host[v] = not cim_devices[problem.names[v]]
+        if not must_slice and all(k == WHOLE for k in slicing):
+            return None
         assert any(k != WHOLE for k in slicing), "nothing to slice"
         schedule = validate(problem, on_host, slicing=slicing)
         stats = SolverStats("fixed", "optimal", schedule.makespan_ns, schedule.makespan_ns, 0.0, 0.0, problem.n, 0, 0)
@@ -252,11 +256,16 @@ def test_random_convs_split_run_equal_to_the_original(c_in, c_out, h, k, stride,
         return
     model = conv_net(c_in, c_out, h, k, stride, dilation, pads, relu)
     if int8:
-        model = onnx.load_from_string(_quantized(model.SerializeToString(), per_channel=which % 2 == 0))
+        # 7-bit weights: on an x86 host without VNNI a full-range U8S8 kernel saturates, and whole and sliced
+        # (5 output channels against 4 + 1 here) saturated differently: c_in 1, c_out 5, 2x2, KS, 0.16 off.
+        model = onnx.load_from_string(_quantized(model.SerializeToString(), per_channel=which % 2 == 0, reduce_range=True))
     h_out = (h + pads[0] + pads[2] - extent) // stride + 1
     if (kind == "ofm" and h_out < 2) or (kind == "ks" and c_out <= XBAR):
         return
-    got, expected, _ = split_run(model, _kind(kind, which))
+    ran = split_run(model, _kind(kind, which), must_slice=False)
+    if ran is None:  # no part reads a real row (h 5, top pad 1, 1x1, stride 3: output row 0 is all padding)
+        return
+    got, expected, _ = ran
     if int8:
         assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
     else:
