@@ -81,9 +81,9 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
     """Return the int8 QDQ version of a float ``model`` (see the module docstring).
 
     ``activations``: ``"int8"`` (S8S8) or ``"uint8"`` (U8S8); ``per_channel``: one weight
-    scale per output channel, else one per tensor; ``reduce_range``: 7-bit weights, for
-    x86 hosts without VNNI, whose U8S8 kernels saturate int16 sums of two full-range
-    products (onnxruntime's advice), so that their results depend on the kernel's shape.
+    scale per output channel, else one per tensor; ``reduce_range``: 7-bit weights
+    (onnxruntime's advice for x86 hosts without VNNI, whose U8S8 kernels saturate int16
+    sums of two full-range products, so that results depend on the kernel's shape).
     """
     if activations not in ACTIVATION_TYPES:
         raise ValueError(f"activations must be one of {sorted(ACTIVATION_TYPES)}, not {activations!r}")
