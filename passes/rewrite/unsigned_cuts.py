@@ -9,6 +9,16 @@ onnxruntime converts in the whole model (:func:`cimsplit.compiler.qdq_kernels.co
 so that every partition runs the kernels of the whole model.  The conversion
 is exact: ``q_u8 = q_s8 + 128`` for every input, and
 ``(q_u8 - (zp + 128)) * s = (q_s8 - zp) * s``.
+
+An uncut pair is converted too when its DQ feeds an operator that has an ONNX
+function body (HardSwish, which onnxruntime's CPU provider expands): in
+``partitioned.onnx``, whose partitions are model-local functions, onnxruntime
+inlines such an operator with the partition before its QDQ passes
+(``InlineFunctionsAOT`` in ``graph_partitioner.cc``, not after them as for the
+whole model), its body reads the DQ twice, the DQ is duplicated, and the pair
+stays int8: the Conv before a HardSwish ran in float (fuzz seeds 179, 894).
+Converting a pair onnxruntime converts anyway changes nothing where it does
+not expand the operator.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto, defs, numpy_helper
 
 from cimsplit.compiler.qdq_kernels import QdqPair, converted_pairs, readers_of
 
@@ -37,7 +47,8 @@ class _Cut:
 
 def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
                   whole: onnx.ModelProto | None = None) -> tuple[onnx.ModelProto, tuple[str, ...]]:
-    """``model`` with every cut int8 Q -> DQ pair onnxruntime would convert made uint8, and the tensors converted.
+    """``model`` with every cut int8 Q -> DQ pair onnxruntime would convert made uint8 (and every one read by an
+    operator with a function body), and the tensors converted.
 
     ``partitions_of`` maps node names to the partitions that hold them (a DQ on a
     boundary is copied into its readers' partitions); a pair is cut when a DQ
@@ -62,13 +73,15 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     readers = readers_of(model.graph)
     producers = {out: node for node in model.graph.node for out in node.output}
     nodes = {node.name: node for node in model.graph.node}
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     cuts = []
     for pair in converted_pairs((whole or model).graph).values():
         cut = _as_split(pair, nodes, readers, producers)
         if cut is None:
             continue
         homes = set().union(*(partitions_of.get(q, set()) for q in cut.quantizers))
-        if any(partitions_of.get(d, set()) - homes for d in cut.dequantizers) or len(cut.quantizers) > 1:
+        if (any(partitions_of.get(d, set()) - homes for d in cut.dequantizers) or len(cut.quantizers) > 1
+                or any(_has_function_body(r, opset) for d in cut.dequantizers for r in readers.get(nodes[d].output[0], []))):
             cuts.append(cut)
     if not cuts:
         return model, ()
@@ -76,6 +89,17 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     converted.CopyFrom(model)
     _convert(converted, cuts)
     return converted, tuple(cut.pair.tensor for cut in cuts)
+
+
+def _has_function_body(node: onnx.NodeProto, opset: int) -> bool:
+    """True if ``node``'s operator has an ONNX function body at ``opset`` (one onnxruntime may inline)."""
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    try:
+        schema = defs.get_schema(node.op_type, opset)
+    except defs.SchemaError:
+        return False
+    return schema.has_function or schema.has_context_dependent_function
 
 
 def _as_split(pair: QdqPair, nodes: Mapping[str, onnx.NodeProto], readers: Mapping[str, list[onnx.NodeProto]],

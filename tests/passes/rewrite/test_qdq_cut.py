@@ -8,12 +8,13 @@ for bit, and onnxruntime still fuses QLinearMatMul inside each partition), valid
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from graphs import qdq_fork
+from graphs import kernels, qdq_fork
 from onnx import TensorProto, numpy_helper
 
 from cimsplit.compiler.hardware import Hardware
@@ -150,3 +151,45 @@ def test_cut_int8_pairs_become_uint8_where_onnxruntime_converts_them() -> None:
     assert next(v for v in converted.graph.value_info if v.name == "qc").type.tensor_type.elem_type == TensorProto.UINT8
     assert unsigned_cuts(qdq_fork(np.uint8), partition_of) == (qdq_fork(np.uint8), ())
     assert onnxruntime_converts_int8_pairs("x86_64") and not onnxruntime_converts_int8_pairs("aarch64")
+
+
+def _conv_hardswish() -> onnx.ModelProto:
+    """x -> Q/DQ -> Conv (int8 weights) -> Q/DQ -> HardSwish -> Q/DQ -> y, int8 activations, as onnxruntime's
+    quantizer leaves a MobileNetV3 block (it does not quantize HardSwish)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.integers(-100, 100, (8, 4, 3, 3)).astype(np.int8), "wq")]
+    for name, scale, zero in (("x", 0.02, 0), ("t", 0.05, 3), ("w", 0.01, 0), ("h", 0.03, 0)):
+        inits += [numpy_helper.from_array(np.array(scale, np.float32), f"{name}_s"),
+                  numpy_helper.from_array(np.array(zero, np.int8), f"{name}_z")]
+    make = onnx.helper.make_node
+    nodes = [make("QuantizeLinear", ["x", "x_s", "x_z"], ["xq"], name="q_x"),
+             make("DequantizeLinear", ["xq", "x_s", "x_z"], ["xd"], name="dq_x"),
+             make("DequantizeLinear", ["wq", "w_s", "w_z"], ["wd"], name="dq_w"),
+             make("Conv", ["xd", "wd"], ["t"], name="conv", pads=[1, 1, 1, 1]),
+             make("QuantizeLinear", ["t", "t_s", "t_z"], ["tq"], name="q_t"),
+             make("DequantizeLinear", ["tq", "t_s", "t_z"], ["td"], name="dq_t"),
+             make("HardSwish", ["td"], ["h"], name="hardswish"),
+             make("QuantizeLinear", ["h", "h_s", "h_z"], ["hq"], name="q_h"),
+             make("DequantizeLinear", ["hq", "h_s", "h_z"], ["y"], name="dq_h")]
+    graph = onnx.helper.make_graph(nodes, "conv_hardswish", [onnx.helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                                   [onnx.helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def test_partitioned_onnx_runs_the_quantized_conv_before_a_hardswish() -> None:
+    """In partitioned.onnx onnxruntime expands HardSwish (no CPU kernel) with the partition's function,
+    before its QDQ passes; the expansion reads dq_t twice, dq_t is duplicated, and an int8 pair q_t -> dq_t
+    would stay int8 and the Conv run in float (x86).  The split writes that pair as uint8.  (The duplicated
+    DequantizeLinear stays: one more in partitioned.onnx than in the model.)"""
+    model = _conv_hardswish()
+    result = split(model, {n.name: "host" for n in model.graph.node}, BUS_OWN)
+    assert kernels(model)["QLinearConv"] == 1
+    assert kernels(result.partitions["host_0"]) == kernels(model)
+    assert kernels(result.partitioned) == kernels(model) + Counter({"DequantizeLinear": 1})
+    x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32) * 2
+    np.testing.assert_array_equal(_run(result.partitioned, {"x": x})["y"], _run(model, {"x": x})["y"])
+    zero_points = {t.name: t.data_type for t in result.partitions["host_0"].graph.initializer}
+    q_t = next(n for n in result.partitions["host_0"].graph.node if n.name == "q_t")
+    assert zero_points[q_t.input[2]] == (TensorProto.UINT8 if onnxruntime_converts_int8_pairs() else TensorProto.INT8)
