@@ -5,9 +5,11 @@ their deployment chose, not from the zoo's own ``--int8`` recipe.  For each mode
 and each configuration this script quantizes the float zoo model (seeded
 calibration inputs), then runs, as a user would, ``cimsplit compile --crossbars 50``
 and ``cimsplit run --check`` (static quantization bit for bit against the whole
-model in onnxruntime, dynamic quantization within the float tolerance).  One row
-per case: the compile's outcome (its last error line when it fails), the CIM
-operators placed, and the check's last line.
+model in onnxruntime, dynamic quantization within the float tolerance), and runs
+the one-file ``partitioned.onnx`` in plain onnxruntime against the whole model.
+One row per case: the compile's outcome (its last error line when it fails), the
+CIM operators placed, the largest difference of ``partitioned.onnx``'s outputs
+from the whole model's, and the check's last line.
 
 Configurations: ``quantize_static`` in QDQ format with S8S8 per-channel, U8S8
 per-tensor, U8U8, symmetric activations and weights, QDQKeepRemovableActivations,
@@ -15,7 +17,7 @@ DedicatedQDQPair, QuantizeBias=False, AddQDQPairToWeight, percentile calibration
 int16 activations, Conv-only; QOperator format; ``quantize_dynamic``; and
 ``quant_pre_process`` followed by S8S8 per-channel QDQ.
 
-    .venv/bin/python bench/quantizer_matrix.py [--models resnet18,mobilenet_v2,yolov8n,efficientnet_b0,vit_tiny]
+    .venv/bin/python bench/quantizer_matrix.py [--models resnet18,mobilenet_v2,mobilenet_v3_small,yolov8n,efficientnet_b0,vit_tiny]
         [--configs a,b] [--crossbars 50] [--time-limit 5] [--out bench/results/quantizer_matrix.txt]
 """
 
@@ -34,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnxruntime.quantization import (
     CalibrationDataReader,
     CalibrationMethod,
@@ -99,27 +102,37 @@ def last_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[-1]
 
 
-def case(model: Path, config: str, tmp: Path, crossbars: int, time_limit: float) -> tuple[str, str, str]:
-    """(compile outcome, operators placed on the CIM, check outcome) of one quantized model."""
+def largest_difference(whole: Path, partitioned: Path) -> float:
+    """max |partitioned.onnx - whole model| over all outputs, both in plain onnxruntime on one seeded input."""
+    feeds = SeededInputs(whole).get_next()
+    outputs = [ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+               for path in (whole, partitioned)]
+    return max(float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(*outputs))
+
+
+def case(model: Path, config: str, tmp: Path, crossbars: int, time_limit: float) -> tuple[str, str, str, str]:
+    """(compile outcome, operators placed on the CIM, partitioned.onnx's difference, check outcome) of one
+    quantized model."""
     quantized = tmp / f"{model.stem}-{config}.onnx"
     try:
         quantizer(config)(model, quantized, tmp)
     except Exception as exc:  # the quantizer's own failure is a row, not the end of the run
-        return f"quantizer failed: {str(exc)[:80]}", "-", "-"
+        return f"quantizer failed: {str(exc)[:80]}", "-", "-", "-"
     out = tmp / f"{model.stem}-{config}"
     built = subprocess.run([CIMSPLIT, "compile", str(quantized), "-o", str(out), "--force", "--crossbars",
                             str(crossbars), "--time-limit", str(time_limit)], capture_output=True, text=True)
     if built.returncode:
-        return f"exit {built.returncode}: {last_line(built.stderr)[:120]}", "-", "-"
+        return f"exit {built.returncode}: {last_line(built.stderr)[:120]}", "-", "-", "-"
     cim = str(json.loads((out / "plan.json").read_text(encoding="utf-8"))["operators_on_cim"])
+    difference = f"{largest_difference(quantized, out / 'partitioned.onnx'):.3g}"
     checked = subprocess.run([CIMSPLIT, "run", str(out), "--check"], capture_output=True, text=True)
     check = last_line(checked.stdout if checked.returncode == 0 else checked.stderr)
-    return "ok", cim, (check if checked.returncode == 0 else f"exit {checked.returncode}: {check}")[:100]
+    return "ok", cim, difference, (check if checked.returncode == 0 else f"exit {checked.returncode}: {check}")[:100]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="resnet18,mobilenet_v2,yolov8n,efficientnet_b0,vit_tiny")
+    parser.add_argument("--models", default="resnet18,mobilenet_v2,mobilenet_v3_small,yolov8n,efficientnet_b0,vit_tiny")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"of {', '.join(CONFIGS)}")
     parser.add_argument("--crossbars", type=int, default=50)
     parser.add_argument("--time-limit", type=float, default=5.0)
@@ -142,9 +155,10 @@ def main() -> int:
                             cwd=Path(__file__).parent).stdout.strip()
     say(f"# bench/quantizer_matrix.py {' '.join(sys.argv[1:])}".rstrip())
     say(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}, onnxruntime quantizer, "
-        f"compile --crossbars {args.crossbars} --time-limit {args.time_limit:g}, then run --check")
-    say(f"{'model':<16} {'configuration':<18} {'compile':<8} {'CIM':>4}  check")
-    passed = total = 0
+        f"compile --crossbars {args.crossbars} --time-limit {args.time_limit:g}, then run --check; "
+        "partitioned: max |partitioned.onnx - model| in plain onnxruntime")
+    say(f"{'model':<18} {'configuration':<18} {'compile':<8} {'CIM':>4} {'partitioned':>11}  check")
+    passed = total = identical = static = 0
     with tempfile.TemporaryDirectory(prefix="cimsplit-qmatrix-") as name:
         tmp = Path(name)
         for model_name in args.models.split(","):
@@ -152,14 +166,18 @@ def main() -> int:
             size = [] if model_name == "vit_tiny" else ["--image-size", str(args.image_size)]
             subprocess.run([CIMSPLIT, "zoo", model_name, "-o", str(model), *size], check=True, capture_output=True)
             for config in configs:
-                built, cim, check = case(model, config, tmp, args.crossbars, args.time_limit)
+                built, cim, difference, check = case(model, config, tmp, args.crossbars, args.time_limit)
                 total += 1
                 passed += check == "check passed"
-                say(f"{model_name:<16} {config:<18} {built:<8} {cim:>4}  {check}")
-    say(f"# {passed} of {total} compiled and passed --check")
+                if config != "dynamic":
+                    static += 1
+                    identical += difference == "0"
+                say(f"{model_name:<18} {config:<18} {built:<8} {cim:>4} {difference:>11}  {check}")
+    say(f"# {passed} of {total} compiled and passed --check; partitioned.onnx bit-identical in {identical} of {static} "
+        "statically quantized cases")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return 0 if passed == total else 1
+    return 0 if passed == total and identical == static else 1
 
 
 if __name__ == "__main__":
