@@ -1,5 +1,10 @@
 """Simplify a model before costing it (DESIGN §2), with onnxslim, then infer static shapes.
 
+Calls of model-local functions (PyTorch's ``export_modules_as_functions``, an
+exporter's per-module functions) are inlined first (``onnx.inliner``), as
+onnxruntime inlines them before it optimizes: their bodies are the operators
+to cost and place, where a call would be one opaque operator on the host.
+
 onnxslim folds constants and shape-only subgraphs (Shape->Gather->Unsqueeze->
 Concat->Reshape collapses to one constant shape), fuses BatchNormalization
 into the preceding Conv, and removes Identity nodes.  Its constant folder
@@ -28,6 +33,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import onnx
+import onnx.inliner
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.errors import CimsplitError
@@ -281,6 +287,9 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
     """
     pruned = onnx.ModelProto()
     pruned.CopyFrom(model)
+    if pruned.functions:
+        log.info("inlining %d model-local function(s)", len(pruned.functions))
+        pruned = onnx.inliner.inline_local_functions(pruned)
     dropped = prune_dead_nodes(pruned.graph)
     if dropped:
         log.info("dropped %d nodes whose outputs reach no graph output", dropped)

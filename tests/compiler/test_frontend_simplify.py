@@ -129,3 +129,36 @@ def test_equal_nodes_merge_in_a_float_model_but_not_in_a_qdq_one(tmp_path: Path)
     quantized = load(path).model
     assert sum(n.op_type == "Flatten" for n in quantized.graph.node) == 2
     assert kernels(quantized) == kernels(path)  # onnxruntime runs the simplified model as the model
+
+
+def _module_functions() -> onnx.ModelProto:
+    """Two calls of a model-local function Block(x, w) = Relu(Conv(x, w)), the second nested in another
+    function, as PyTorch's ``export_modules_as_functions`` writes modules."""
+    helper, opset = onnx.helper, [onnx.helper.make_opsetid("", 17)]
+    block = helper.make_function("mods", "Block", ["x", "w"], ["y"], [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"], name="relu")], opset)
+    outer = helper.make_function("mods", "Outer", ["x", "w"], ["y"], [
+        helper.make_node("Block", ["x", "w"], ["y"], domain="mods", name="inner")], [*opset, helper.make_opsetid("mods", 1)])
+    rng = np.random.default_rng(0)
+    weights = [onnx.numpy_helper.from_array(rng.standard_normal(s).astype(np.float32), n)
+               for n, s in (("w1", (16, 8, 3, 3)), ("w2", (16, 16, 3, 3)))]
+    graph = helper.make_graph([helper.make_node("Block", ["x", "w1"], ["h"], domain="mods", name="b1"),
+                               helper.make_node("Outer", ["h", "w2"], ["y"], domain="mods", name="b2")], "mods",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 16, 16, 16])], weights)
+    model = helper.make_model(graph, opset_imports=[*opset, helper.make_opsetid("mods", 1)])
+    model.ir_version = 8
+    model.functions.extend([block, outer])
+    return model
+
+
+def test_model_local_functions_are_inlined_into_operators_to_place(tmp_path: Path) -> None:
+    model = _module_functions()
+    loaded = load(save(model, tmp_path, "mods.onnx"))
+    assert not loaded.model.functions
+    assert [n.op_type for n in loaded.model.graph.node] == ["Conv", "Relu", "Conv", "Relu"]
+    # Conv+Relu per block: M = 16 filters, N = 8*3*3 = 72 and 16*3*3 = 144 rows, N_mvm = 16*16 pixels
+    assert [(op.cim_capable, op.m, op.n, op.n_mvm) for op in loaded.workload.operators] == [(True, 16, 72, 256), (True, 16, 144, 256)]
+    x = seeded((1, 8, 16, 16))
+    np.testing.assert_array_equal(run(loaded.model, {"x": x})[0], run(model, {"x": x})[0])
