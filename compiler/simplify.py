@@ -39,7 +39,7 @@ from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.errors import CimsplitError
 from cimsplit.ort_logging import ort_log_severity
 
-__all__ = ["simplify", "name_nodes", "prune_dead_nodes", "tensor_shapes", "infer_static_shapes"]
+__all__ = ["simplify", "name_nodes", "merge_equal_quantizers", "prune_dead_nodes", "tensor_shapes", "infer_static_shapes"]
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +303,9 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
         slimmed = onnx.ModelProto()
         slimmed.CopyFrom(pruned)
     _drop_initializer_inputs(slimmed.graph)
+    merged = merge_equal_quantizers(slimmed.graph)
+    if merged:
+        log.info("merged %d QuantizeLinear nodes equal to another, as onnxruntime does", merged)
     del slimmed.graph.input[:]
     slimmed.graph.input.extend(original_inputs)
     name_nodes(slimmed.graph)
@@ -326,6 +329,38 @@ def _reads(node: onnx.NodeProto) -> set[str]:
                 names |= _reads(inner)
             names |= {vi.name for vi in graph.output}
     return names
+
+
+def merge_equal_quantizers(graph: onnx.GraphProto) -> int:
+    """Merge, in place, each QuantizeLinear into an earlier equal one (same inputs and attributes); the count.
+
+    onnxruntime's common-subexpression elimination merges them in the whole
+    model (the quantizer's ``DedicatedQDQPair`` writes one per reader), leaving
+    one Q with several DQs, a pair it then keeps int8.  Split apart, each
+    partition would show a pair of its own and convert it, and run other
+    kernels than the model.  A Q that writes a graph output or is read inside
+    a subgraph is left alone, as onnxruntime leaves it.
+    """
+    protected = {vi.name for vi in graph.output}
+    for node in graph.node:
+        protected |= _reads(node) - set(node.input)
+    first: dict[tuple, str] = {}
+    renamed: dict[str, str] = {}
+    keep: list[onnx.NodeProto] = []
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            node.input[i] = renamed.get(name, name)
+        if node.op_type == "QuantizeLinear" and node.domain in STANDARD_DOMAINS and node.output[0] not in protected:
+            key = (tuple(node.input), tuple(sorted(a.SerializeToString() for a in node.attribute)))
+            if key in first:
+                renamed[node.output[0]] = first[key]
+                continue
+            first[key] = node.output[0]
+        keep.append(node)
+    if renamed:
+        del graph.node[:]
+        graph.node.extend(keep)
+    return len(renamed)
 
 
 def prune_dead_nodes(graph: onnx.GraphProto) -> int:

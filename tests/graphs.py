@@ -309,6 +309,34 @@ def qdq_fork(activations: type = np.uint8) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
+
+def qdq_dedicated() -> onnx.ModelProto:
+    """int8 QDQ with a dedicated pair per reader, as onnxruntime's quantizer writes with ``DedicatedQDQPair``:
+
+        x[1,16] -> q_x -> dq_x -> a: MatMul(dq_w1) -> ta
+        ta -> q_a1 -> dq_a1 -> b: MatMul(dq_w2) -> q_b -> dq_b -> y1
+        ta -> q_a2 -> dq_a2 -> c: MatMul(dq_w3) -> q_c -> dq_c -> y2
+
+    q_a1 and q_a2 are equal (input ta, scale s, zero point z).
+    """
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(np.array(0.01, np.float32), "sw"), numpy_helper.from_array(np.array(0, np.int8), "zw")]
+    inits += [numpy_helper.from_array(rng.integers(-127, 128, (16, 16)).astype(np.int8), w) for w in ("w1", "w2", "w3")]
+    q, dq, make = "QuantizeLinear", "DequantizeLinear", helper.make_node
+    nodes = [make(dq, [w, "sw", "zw"], [f"f{w}"], name=f"dq_{w}") for w in ("w1", "w2", "w3")]
+    nodes += [make(q, ["x", "s", "z"], ["qx"], name="q_x"), make(dq, ["qx", "s", "z"], ["dx"], name="dq_x"),
+              make("MatMul", ["dx", "fw1"], ["ta"], name="a")]
+    for k, (node, w, y) in enumerate((("b", "fw2", "y1"), ("c", "fw3", "y2")), start=1):
+        nodes += [make(q, ["ta", "s", "z"], [f"qa{k}"], name=f"q_a{k}"), make(dq, [f"qa{k}", "s", "z"], [f"da{k}"], name=f"dq_a{k}"),
+                  make("MatMul", [f"da{k}", w], [f"t{node}"], name=node),
+                  make(q, [f"t{node}", "s", "z"], [f"q{node}"], name=f"q_{node}"), make(dq, [f"q{node}", "s", "z"], [y], name=f"dq_{node}")]
+    graph = helper.make_graph(nodes, "qdq_dedicated", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16]) for y in ("y1", "y2")], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
 # x[1,3,8,8] -> conv: Conv 3->8 3x3 pad 1 -> relu -> flatten -> fc: Gemm transB=1 (12 x 512) -> y[1,12]
 # (node names fixed; on 4x4 crossbars both conv and fc have a KS split at 4 channels, conv OFM splits)
 def sliceable_cnn() -> onnx.ModelProto:

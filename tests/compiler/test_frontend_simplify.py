@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from graphs import clean_cnn, control_flow_and_custom, kernels, pytorch_style, quantize_qdq, save, silu_net
+from graphs import clean_cnn, control_flow_and_custom, kernels, pytorch_style, qdq_dedicated, quantize_qdq, save, silu_net
 
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.simplify import name_nodes, tensor_shapes
@@ -162,3 +162,22 @@ def test_model_local_functions_are_inlined_into_operators_to_place(tmp_path: Pat
     assert [(op.cim_capable, op.m, op.n, op.n_mvm) for op in loaded.workload.operators] == [(True, 16, 72, 256), (True, 16, 144, 256)]
     x = seeded((1, 8, 16, 16))
     np.testing.assert_array_equal(run(loaded.model, {"x": x})[0], run(model, {"x": x})[0])
+
+
+def test_equal_quantizers_merge_as_onnxruntime_merges_them(tmp_path: Path) -> None:
+    """qdq_dedicated: q_a1 and q_a2 quantize ta alike.  onnxruntime's common-subexpression elimination
+    merges them into one Q with two DQs, a pair it keeps int8 (x86: a, b and c all run in float); the
+    front end merges them too, so converted_pairs and the split see the Q onnxruntime runs."""
+    from cimsplit.compiler.qdq_kernels import converted_pairs
+
+    model = qdq_dedicated()
+    loaded = load(save(model, tmp_path, "dedicated.onnx"))
+    quantizers = [(n.name, list(n.input), list(n.output)) for n in loaded.model.graph.node if n.op_type == "QuantizeLinear"]
+    assert quantizers == [("q_x", ["x", "s", "z"], ["qx"]), ("q_a1", ["ta", "s", "z"], ["qa1"]),
+                          ("q_b", ["tb", "s", "z"], ["qb"]), ("q_c", ["tc", "s", "z"], ["qc"])]
+    assert [n.input[0] for n in loaded.model.graph.node if n.name in ("dq_a1", "dq_a2")] == ["qa1", "qa1"]
+    assert sorted(converted_pairs(loaded.model.graph)) == ["qb", "qc", "qx"]
+    assert kernels(loaded.model) == kernels(model)
+    x = seeded((1, 16))
+    for got, expected in zip(run(loaded.model, {"x": x}), run(model, {"x": x})):
+        np.testing.assert_array_equal(got, expected)

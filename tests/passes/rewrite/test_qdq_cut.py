@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from graphs import kernels, qdq_fork
+from graphs import kernels, qdq_dedicated, qdq_fork
 from onnx import TensorProto, numpy_helper
 
 from cimsplit.compiler.hardware import Hardware
@@ -193,3 +193,29 @@ def test_partitioned_onnx_runs_the_quantized_conv_before_a_hardswish() -> None:
     zero_points = {t.name: t.data_type for t in result.partitions["host_0"].graph.initializer}
     q_t = next(n for n in result.partitions["host_0"].graph.node if n.name == "q_t")
     assert zero_points[q_t.input[2]] == (TensorProto.UINT8 if onnxruntime_converts_int8_pairs() else TensorProto.INT8)
+
+
+def test_a_dedicated_pair_cut_stays_int8_as_onnxruntime_keeps_it(tmp_path) -> None:
+    """qdq_dedicated as the front end gives it (q_a2 merged into q_a1), b on the CIM: qa1 crosses and also
+    feeds dq_a2 on the host.  onnxruntime keeps that pair int8 in the whole model (a, b, c in float);
+    each partition must too, where the dedicated pairs split apart would fuse c on the host."""
+    from cimsplit.compiler.frontend import load
+
+    path = tmp_path / "dedicated.onnx"
+    onnx.save(qdq_dedicated(), path)
+    model = load(path).model
+    devices = {n.name: "host" for n in model.graph.node} | {"dq_w2": "cim", "b": "cim", "q_b": "cim"}
+    result = split(model, devices, BUS_OWN)
+    assert [(t.tensor, t.src_device, t.dst_device, t.bytes) for t in result.plan.transfers] == [
+        ("qa1", "host", "cim", 16), ("qb", "cim", "host", 16)]
+    ran = sum((kernels(part) for part in result.partitions.values()), Counter())
+    whole = kernels(qdq_dedicated())
+    assert (ran["QLinearMatMul"], ran["MatMul"]) == (whole["QLinearMatMul"], whole["MatMul"])
+    if onnxruntime_converts_int8_pairs():
+        assert (whole["QLinearMatMul"], whole["MatMul"]) == (0, 3)
+    x = np.random.default_rng(1).standard_normal((1, 16)).astype(np.float32) * 3
+    tensors = {"x": x}
+    for spec in result.plan.partitions:
+        tensors.update(_run(result.partitions[spec.name], tensors))
+    for name, value in _run(model, {"x": x}).items():
+        np.testing.assert_array_equal(tensors[name], value)
