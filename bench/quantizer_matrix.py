@@ -124,7 +124,11 @@ def case(model: Path, config: str, tmp: Path, crossbars: int, time_limit: float)
     if built.returncode:
         return f"exit {built.returncode}: {last_line(built.stderr)[:120]}", "-", "-", "-"
     cim = str(json.loads((out / "plan.json").read_text(encoding="utf-8"))["operators_on_cim"])
-    difference = f"{largest_difference(quantized, out / 'partitioned.onnx'):.3g}"
+    try:
+        difference = f"{largest_difference(quantized, out / 'partitioned.onnx'):.3g}"
+    except Exception as exc:  # noqa: BLE001 - onnxruntime refusing partitioned.onnx is a row too
+        difference = "refused"
+        print(f"partitioned.onnx: {str(exc)[:300]}", file=sys.stderr)
     checked = subprocess.run([CIMSPLIT, "run", str(out), "--check"], capture_output=True, text=True)
     check = last_line(checked.stdout if checked.returncode == 0 else checked.stderr)
     return "ok", cim, difference, (check if checked.returncode == 0 else f"exit {checked.returncode}: {check}")[:100]
