@@ -14,6 +14,8 @@ never folds ``QuantizeLinear``/``DequantizeLinear`` (onnx-graphsurgeon's
 
 After slimming:
 
+* equal QuantizeLinear nodes are merged, as onnxruntime merges them
+  (:func:`merge_equal_quantizers`);
 * every node gets a unique, non-empty name, deterministically: existing names
   are kept, an empty or repeated one becomes ``<op_type>_<index>`` (with a
   suffix if that is taken too);

@@ -309,7 +309,6 @@ def qdq_fork(activations: type = np.uint8) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
-
 def qdq_dedicated() -> onnx.ModelProto:
     """int8 QDQ with a dedicated pair per reader, as onnxruntime's quantizer writes with ``DedicatedQDQPair``:
 
