@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, defs, numpy_helper
 
+from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.compiler.qdq_kernels import QdqPair, converted_pairs, readers_of
 
 __all__ = ["unsigned_cuts"]
@@ -73,15 +74,16 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     readers = readers_of(model.graph)
     producers = {out: node for node in model.graph.node for out in node.output}
     nodes = {node.name: node for node in model.graph.node}
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 1)
     cuts = []
     for pair in converted_pairs((whole or model).graph).values():
         cut = _as_split(pair, nodes, readers, producers)
         if cut is None:
             continue
         homes = set().union(*(partitions_of.get(q, set()) for q in cut.quantizers))
-        if (any(partitions_of.get(d, set()) - homes for d in cut.dequantizers) or len(cut.quantizers) > 1
-                or any(_has_function_body(r, opset) for d in cut.dequantizers for r in readers.get(nodes[d].output[0], []))):
+        apart = any(partitions_of.get(d, set()) - homes for d in cut.dequantizers) or len(cut.quantizers) > 1
+        expanded = any(_has_function_body(r, opset) for d in cut.dequantizers for r in readers.get(nodes[d].output[0], []))
+        if apart or expanded:
             cuts.append(cut)
     if not cuts:
         return model, ()
@@ -93,7 +95,7 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
 
 def _has_function_body(node: onnx.NodeProto, opset: int) -> bool:
     """True if ``node``'s operator has an ONNX function body at ``opset`` (one onnxruntime may inline)."""
-    if node.domain not in ("", "ai.onnx"):
+    if node.domain not in STANDARD_DOMAINS:
         return False
     try:
         schema = defs.get_schema(node.op_type, opset)
