@@ -12,7 +12,9 @@ Input: the simplified (annotated) model and a :class:`SplitPlan` from
   ``ai.cimsplit::Transfer`` (attributes ``src_device``, ``dst_device``,
   ``bytes``, ``latency_ns``) whose body is ``Identity``.  Functions cannot
   hold initializers, so weights stay top-level initializers and are passed to
-  the partition calls as extra inputs.
+  the partition calls as extra inputs.  A partition holding an operator that
+  onnxruntime cannot load inside a function is written inline, its nodes
+  tagged ``cimsplit.partition`` (:mod:`.inline_partitions`).
 
 Naming in the top-level graph: a tensor keeps its name on the device that
 produces it (the host for graph inputs), and its copy on device ``d`` is
@@ -33,6 +35,7 @@ from cimsplit.compiler.hardware import Hardware
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 from cimsplit.passes.rewrite.annotate import KEY_DEVICE
 from cimsplit.passes.rewrite.graph_utils import value_infos
+from cimsplit.passes.rewrite.inline_partitions import inline_partitions, loads_in_function, tag_partition
 from cimsplit.passes.rewrite.partitions import HOST, PartitionSpec, SplitPlan, plan_split
 from cimsplit.passes.rewrite.unsigned_cuts import unsigned_cuts
 
@@ -205,6 +208,10 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
             ))
         return made
 
+    weights = {t.name: t for t in graph.initializer}
+    opsets = list(model.opset_import)
+    inlined = [spec.name for spec in plan.partitions
+               if not all(loads_in_function(nodes[name], infos, weights, opsets) for name in spec.nodes)]
     top_nodes: list[onnx.NodeProto] = []
     for t in plan.inputs:
         top_nodes.extend(transfer_nodes(t))
@@ -212,13 +219,16 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
     used_weights: list[str] = []
     for spec in plan.partitions:
         params = list(spec.inputs) + list(spec.initializers)
+        body = [_on_device(nodes[name], spec.device) for name in spec.nodes]
+        if spec.name in inlined:
+            body = [tag_partition(node, spec.name) for node in body]
         functions.append(helper.make_function(
             PARTITION_DOMAIN,
             spec.name,
             inputs=params,
             outputs=list(spec.outputs),
-            nodes=[_on_device(nodes[name], spec.device) for name in spec.nodes],
-            opset_imports=list(model.opset_import),
+            nodes=body,
+            opset_imports=opsets,
             doc_string=f"partition {spec.name} on {spec.device}",
         ))
         args = [_name_on(t, spec.device, home.get(t, HOST), outputs, taken) for t in spec.inputs] + list(spec.initializers)
@@ -230,7 +240,6 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
         for t in spec.outputs:
             top_nodes.extend(transfer_nodes(t))
 
-    weights = {t.name: t for t in graph.initializer}
     top = helper.make_graph(
         top_nodes,
         f"{graph.name or 'model'}_partitioned",
@@ -238,10 +247,9 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
         [_copy_info(_info(infos, t)) for t in plan.outputs],
         initializer=[weights[w] for w in used_weights],
     )
-    opsets = list(model.opset_import)
     extra = [helper.make_opsetid(TRANSFER_DOMAIN, 1), helper.make_opsetid(PARTITION_DOMAIN, 1)]
     out = helper.make_model(top, opset_imports=opsets + extra, producer_name="cimsplit",
                             doc_string="cimsplit partitioned model: partition calls and transfers")
     out.ir_version = max(model.ir_version, 8)  # model-local functions need IR >= 8
     out.functions.extend(list(model.functions) + functions + [_transfer_function(opsets)])
-    return out
+    return inline_partitions(out, PARTITION_DOMAIN, inlined)
