@@ -9,7 +9,13 @@ renamed ``<tensor>__cim`` / ``<tensor>__host``:
   output-channel axis, and so does a fused bias ``Add`` of its constant (a
   PyTorch Linear's ``MatMul -> Add``) -- an initializer slice, or a new DequantizeLinear of the
   sliced quantized weight with its per-channel scales and zero points sliced the
-  same way (per-tensor ones shared), so each part is still ``DQ -> Conv -> Q``;
+  same way (per-tensor ones shared), so each part is still ``DQ -> Conv -> Q``.  For
+  a MatMul or Gemm on float or 16-bit activations, a per-tensor weight scale and zero
+  point become per-column ones of the part's width, all equal (the same arithmetic),
+  so that each part's DQ reads its own: onnxruntime merges equal one-value initializers
+  (``ConstantSharing``) and folds ``DQ -> MatMul`` into MatMulNBits only when the
+  scale has one reader, so two parts sharing it in one graph (``partitioned.onnx``)
+  ran float MatMuls where the model and the partition files run MatMulNBits;
 - OFM: each copy reads a ``Slice`` of the entry rows with the halo its output
   rows need (:func:`cimsplit.compiler.slicing.ofm_bands`) and gets the pads that
   are left; the Slice runs where the entry tensor is made (the band crosses,
@@ -32,6 +38,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.compiler.simplify import tensor_shapes
 from cimsplit.compiler.slicing import anatomy, conv_geometry, ofm_bands
 from cimsplit.compiler.workload import Workload
@@ -69,14 +76,29 @@ class _Builder:
         self.producers = {o: n for n in model.graph.node for o in n.output if o}
         self.placements = placements
         self.new_inits: list[onnx.TensorProto] = []
+        self.opset = next(o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS)
 
     def init(self, name: str, array: np.ndarray) -> str:
         self.new_inits.append(numpy_helper.from_array(array, name))
         return name
 
-    def sliced_constant(self, name: str, axis: int, lo: int, hi: int, tag: str, size: int) -> tuple[str, list]:
+    def weight_only(self, anchor: onnx.NodeProto) -> bool:
+        """Whether onnxruntime may fold ``anchor``'s weight DQ into MatMulNBits: a MatMul or Gemm whose input
+        is no 8-bit DQ's output (float, or 16-bit activations; an 8-bit one makes it a QLinearMatMul / QGemm,
+        which take per-tensor weights only, see ``test_no_ks_for_a_matmul_whose_weight_is_dequantized_per_channel``)."""
+        if anchor.op_type not in ("MatMul", "Gemm"):
+            return False
+        source = self.producers.get(anchor.input[0])
+        if source is None or source.op_type != "DequantizeLinear":
+            return True
+        zero_point = self.inits.get(source.input[2]) if len(source.input) > 2 and source.input[2] else None
+        return zero_point is not None and zero_point.data_type not in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+
+    def sliced_constant(self, name: str, axis: int, lo: int, hi: int, tag: str, size: int,
+                        own_scale: bool = False) -> tuple[str, list]:
         """``name`` (initializer or DQ of initializers) cut to [lo, hi) on ``axis`` of a dimension of ``size``;
-        new names end in ``__<tag>`` (the anchor and the part: unique when two operators share a weight)."""
+        new names end in ``__<tag>`` (the anchor and the part: unique when two operators share a weight).
+        With ``own_scale`` a per-tensor scale of a weight matrix becomes the part's own per-column one."""
         part = tag
         if name in self.inits:
             array = numpy_helper.to_array(self.inits[name])
@@ -88,12 +110,21 @@ class _Builder:
         if data.ndim == 0 or data.shape[axis % data.ndim] != size:
             return name, []
         inputs = [self.init(f"{dq.input[0]}__{part}", np.take(data, range(lo, hi), axis=axis))]
+        scale = numpy_helper.to_array(self.inits[dq.input[1]])
+        own = own_scale and scale.size == 1 and data.ndim == 2 and (dq.domain not in STANDARD_DOMAINS or self.opset >= 13)
         for extra in dq.input[1:]:
             values = numpy_helper.to_array(self.inits[extra]) if extra else None
-            per_channel = values is not None and values.size > 1
-            inputs.append(self.init(f"{extra}__{part}", values[lo:hi]) if per_channel else extra)
-        node = helper.make_node("DequantizeLinear", inputs, [f"{name}__{part}"], name=f"{dq.name}/{part}")
+            if values is not None and values.size > 1:
+                inputs.append(self.init(f"{extra}__{part}", values[lo:hi]))
+            elif values is not None and own:
+                inputs.append(self.init(f"{extra}__{part}", np.full(hi - lo, values.reshape(()), values.dtype)))
+            else:
+                inputs.append(extra)
+        node = helper.make_node("DequantizeLinear", inputs, [f"{name}__{part}"], name=f"{dq.name}/{part}",
+                                domain=dq.domain)
         node.attribute.extend(dq.attribute)
+        if own:
+            _set_attr(node, "axis", axis % data.ndim)
         return node.output[0], [node]
 
 
@@ -217,7 +248,8 @@ def _rewrite(b: _Builder, shape, kind: str, split: int, shapes: Mapping, timing:
             band = node.output[0]
             if via_dq:
                 dq = helper.make_node("DequantizeLinear", [band, *entry_src.input[1:]],
-                                      [f"{shape.entry}__{anchor.name}_{part}"], name=f"{entry_src.name}/{anchor.name}_{part}")
+                                      [f"{shape.entry}__{anchor.name}_{part}"], name=f"{entry_src.name}/{anchor.name}_{part}",
+                                      domain=entry_src.domain)
                 dq.attribute.extend(entry_src.attribute)
                 new.append(dq)
                 b.placements[dq.name] = timing[part]
@@ -237,7 +269,7 @@ def _rewrite(b: _Builder, shape, kind: str, split: int, shapes: Mapping, timing:
             copy.output[:] = [f"{o}__{part}" if o else o for o in copy.output]
             if node is anchor and kind == "ks":
                 tag = f"{anchor.name}_{part}"
-                w, dq_w = b.sliced_constant(anchor.input[1], shape.ks_axis, lo, hi, tag, m_total)
+                w, dq_w = b.sliced_constant(anchor.input[1], shape.ks_axis, lo, hi, tag, m_total, b.weight_only(anchor))
                 copy.input[1] = w
                 extra += dq_w
                 if len(anchor.input) > 2 and anchor.input[2]:

@@ -220,6 +220,35 @@ def test_ks_parts_of_int8_gemms_read_and_write_the_uint8_pairs_onnxruntime_makes
             assert [o.type.tensor_type.elem_type for o in cim.graph.output] == [TensorProto.UINT8]
 
 
+def test_ks_parts_of_a_weight_only_int8_matmul_run_matmulnbits_in_one_graph_too():
+    # x (float) -> MatMul(DQ(W int8, per tensor)): onnxruntime folds DQ -> MatMul into MatMulNBits, but only
+    # when the scale has one reader, and it merges equal one-value initializers first (ConstantSharing).  The
+    # two parts' DQs sharing the scale ran float MatMuls in partitioned.onnx (ViT-Tiny with int16 activations:
+    # 14 of them, 0.0436 off the model); each part now reads a per-column scale of its own width.
+    rng = np.random.default_rng(6)
+    weights = [numpy_helper.from_array(rng.integers(-100, 100, (64, 12)).astype(np.int8), "w_q"),
+               numpy_helper.from_array(np.array(0.01, np.float32), "w_scale"),
+               numpy_helper.from_array(np.array(0, np.int8), "w_zero")]
+    net = _model([helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"], name="dq"),
+                  helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 64])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])], weights)
+    got, expected, built = split_run(net, _kind("ks"))
+    assert got.tobytes() == expected.tobytes()
+    assert kernels(net)["MatMulNBits"] == 1
+    ran = kernels(built.split.partitioned)
+    assert (ran["MatMulNBits"], ran["MatMul"]) == (2, 0)
+    inits = {t.name: list(t.dims) for t in built.annotated.graph.initializer}
+    dqs = [n for n in built.annotated.graph.node if n.op_type == "DequantizeLinear"]
+    # 12 output columns on 4x4 crossbars, KS at 4: scales of 4 and 8 values along the weight's axis 1
+    assert sorted((inits[n.input[1]], inits[n.input[2]], helper.get_attribute_value(n.attribute[0])) for n in dqs) == [
+        ([4], [4], 1), ([8], [8], 1)]
+    x = np.random.default_rng(3).standard_normal((2, 64)).astype(np.float32)
+    whole = ort.InferenceSession(net.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    top = ort.InferenceSession(built.split.partitioned.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert top.run(None, {"x": x})[0].tobytes() == whole.tobytes()
+
+
 def test_no_ks_for_a_matmul_whose_weight_is_dequantized_per_channel(tmp_path):
     # onnxruntime runs it as a float GEMM on a weight made at run time, whose parts MLAS sums in another
     # order than the whole: KS would break the int8 bit-identity.  Per tensor it runs as QLinearMatMul
