@@ -26,16 +26,16 @@ from collections.abc import Iterable
 
 import onnx
 
-__all__ = ["constant_tensors", "constant_nodes", "STANDARD_DOMAINS", "is_quantize_node"]
+__all__ = ["constant_tensors", "constant_nodes", "STANDARD_DOMAINS", "QDQ_DOMAINS", "is_quantize_node"]
 
 STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 _QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
-_QDQ_DOMAINS = STANDARD_DOMAINS | {"com.microsoft"}  # ORT writes int16/int4 Q/DQ in com.microsoft
+QDQ_DOMAINS = STANDARD_DOMAINS | {"com.microsoft"}  # ORT writes int16/int4 Q/DQ in com.microsoft
 
 
 def is_quantize_node(node: onnx.NodeProto) -> bool:
     """QuantizeLinear / DequantizeLinear, in the ONNX domain or onnxruntime's com.microsoft."""
-    return node.op_type in _QDQ_OPS and node.domain in _QDQ_DOMAINS
+    return node.op_type in _QDQ_OPS and node.domain in QDQ_DOMAINS
 _RANDOM_OPS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"})
 _SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
 

@@ -1,6 +1,7 @@
 """Which int8 QDQ pairs onnxruntime runs as uint8, and so which quantized kernels run.
 
 On x86 onnxruntime rewrites an int8 ``QuantizeLinear -> DequantizeLinear``
+(ONNX or com.microsoft domain: ``MatchQNode`` in ``qdq_util.cc``)
 pair to uint8 before it fuses QDQ groups (``QDQS8ToU8Transformer``, run
 unless ``session.qdqisint8allowed`` is set; see onnxruntime's
 ``core/optimizer/qdq_transformer/qdq_s8_to_u8.cc``): both zero points become
@@ -30,10 +31,11 @@ from dataclasses import dataclass
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from cimsplit.compiler.constants import QDQ_DOMAINS
+
 __all__ = ["QdqPair", "onnxruntime_converts_int8_pairs", "converted_pairs", "int8_kernels", "readers_of"]
 
 _X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
-_STANDARD = ("", "ai.onnx")
 
 
 @dataclass(frozen=True)
@@ -75,14 +77,14 @@ def converted_pairs(graph: onnx.GraphProto) -> dict[str, QdqPair]:
     edges = readers_of(graph)
     pairs: dict[str, QdqPair] = {}
     for q in graph.node:
-        if q.op_type != "QuantizeLinear" or q.domain not in _STANDARD or len(q.input) != 3:
+        if q.op_type != "QuantizeLinear" or q.domain not in QDQ_DOMAINS or len(q.input) != 3:
             continue
         tensor = q.output[0]
         readers = edges.get(tensor, [])
         if tensor in outputs or len(readers) != 1:
             continue
         dq = readers[0]
-        if dq.op_type != "DequantizeLinear" or dq.domain not in _STANDARD or len(dq.input) != 3 or dq.input[0] != tensor:
+        if dq.op_type != "DequantizeLinear" or dq.domain not in QDQ_DOMAINS or len(dq.input) != 3 or dq.input[0] != tensor:
             continue
         dq_edges = len(edges.get(dq.output[0], []))
         if dq_edges > 1 or (dq_edges == 1 and dq.output[0] in outputs):

@@ -192,10 +192,11 @@ def integer_ops() -> onnx.ModelProto:
 
 
 def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx", qoperator: bool = False,
-                 per_channel: bool = True) -> Path:
+                 per_channel: bool = True, extra_options: dict | None = None) -> Path:
     """Quantize ``model`` to int8 with onnxruntime (seeded calibration data).
 
-    QDQ format by default; ``qoperator`` writes QLinearConv / com.microsoft QGemm instead.
+    QDQ format by default; ``qoperator`` writes QLinearConv / com.microsoft QGemm instead;
+    ``extra_options`` go to the quantizer after ``QDQKeepRemovableActivations``.
     """
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -215,7 +216,7 @@ def quantize_qdq(model: onnx.ModelProto, folder: Path, name: str = "int8.onnx", 
         str(src), str(out), Reader(), quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
         activation_type=QuantType.QUInt8 if qoperator else QuantType.QInt8,
         weight_type=QuantType.QInt8, per_channel=per_channel,
-        extra_options={"QDQKeepRemovableActivations": True},
+        extra_options={"QDQKeepRemovableActivations": True, **(extra_options or {})},
     )
     return out
 

@@ -39,7 +39,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS
-from cimsplit.compiler.simplify import tensor_shapes
+from cimsplit.compiler.simplify import infer_static_shapes, tensor_shapes
 from cimsplit.compiler.slicing import anatomy, conv_geometry, ofm_bands
 from cimsplit.compiler.workload import Workload
 from cimsplit.passes.placement.result import PlacementResult
@@ -169,6 +169,8 @@ def slice_model(model: onnx.ModelProto, workload: Workload, result: PlacementRes
     out.graph.initializer.extend(keep)
     del out.graph.value_info[:]
     out = onnx.shape_inference.infer_shapes(out, strict_mode=True, data_prop=True)
+    if any(shape is None for shape in tensor_shapes(out).values()):  # contrib outputs: measured, as loading does
+        out = infer_static_shapes(out, {t: s for t, s in shapes.items() if t in {i.name for i in out.graph.input}})
     names = {n.name for n in out.graph.node}
     return out, complete_placements(out, {k: p for k, p in b.placements.items() if k in names})
 

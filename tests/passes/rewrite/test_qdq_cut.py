@@ -150,6 +150,13 @@ def test_cut_int8_pairs_become_uint8_where_onnxruntime_converts_them() -> None:
     assert numpy_helper.to_array(zero_points["qc_zero_point_u8"]).tolist() == 128  # int8 zero point 0 + 128
     assert next(v for v in converted.graph.value_info if v.name == "qc").type.tensor_type.elem_type == TensorProto.UINT8
     assert unsigned_cuts(qdq_fork(np.uint8), partition_of) == (qdq_fork(np.uint8), ())
+    # onnxruntime converts com.microsoft Q/DQ pairs too (MatchQNode; the quantizer's UseQDQContribOps)
+    contrib = qdq_fork(np.int8)
+    for node in contrib.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            node.domain = "com.microsoft"
+    contrib.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
+    assert unsigned_cuts(contrib, partition_of)[1] == ("qc",)
     assert onnxruntime_converts_int8_pairs("x86_64") and not onnxruntime_converts_int8_pairs("aarch64")
 
 

@@ -249,6 +249,19 @@ def test_ks_parts_of_a_weight_only_int8_matmul_run_matmulnbits_in_one_graph_too(
     assert top.run(None, {"x": x})[0].tobytes() == whole.tobytes()
 
 
+def test_slices_of_a_model_with_com_microsoft_quantizers_keep_their_shapes_and_domain(tmp_path):
+    # onnxruntime's quantizer with UseQDQContribOps writes com.microsoft Q/DQ, whose outputs onnx's shape
+    # inference does not know: the front end measures them, and the sliced model measures them again (it
+    # lost them and the split refused a crossing tensor with no value_info).
+    model = onnx.load(quantize_static_qdq(cnn(), tmp_path, "contrib.onnx", extra_options={"UseQDQContribOps": True}))
+    assert {n.domain for n in model.graph.node if n.op_type.endswith("quantizeLinear")} == {"com.microsoft"}
+    for kind in ("ks", "ofm"):
+        got, expected, built = split_run(model, _kind(kind))
+        assert got.tobytes() == expected.tobytes(), np.abs(got - expected).max()
+        copies = {n.domain for n in built.annotated.graph.node if n.op_type == "DequantizeLinear" and "/" in n.name}
+        assert copies == {"com.microsoft"}
+
+
 def test_no_ks_for_a_matmul_whose_weight_is_dequantized_per_channel(tmp_path):
     # onnxruntime runs it as a float GEMM on a weight made at run time, whose parts MLAS sums in another
     # order than the whole: KS would break the int8 bit-identity.  Per tensor it runs as QLinearMatMul
