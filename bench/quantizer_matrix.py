@@ -1,4 +1,4 @@
-"""Real int8 exports: zoo models quantized by onnxruntime's quantizer in 14 configurations, compiled and checked.
+"""Real int8 exports: zoo models quantized by onnxruntime's quantizer in 15 configurations, compiled and checked.
 
 A user's int8 model comes from onnxruntime's quantizer in whatever configuration
 their deployment chose, not from the zoo's own ``--int8`` recipe.  For each model
@@ -14,7 +14,7 @@ from the whole model's, and the check's last line.
 Configurations: ``quantize_static`` in QDQ format with S8S8 per-channel, U8S8
 per-tensor, U8U8, symmetric activations and weights, QDQKeepRemovableActivations,
 DedicatedQDQPair, QuantizeBias=False, AddQDQPairToWeight, percentile calibration,
-int16 activations, Conv-only; QOperator format; ``quantize_dynamic``; and
+int16 activations, Conv-only, com.microsoft Q/DQ (UseQDQContribOps); QOperator format; ``quantize_dynamic``; and
 ``quant_pre_process`` followed by S8S8 per-channel QDQ.
 
     .venv/bin/python bench/quantizer_matrix.py [--models resnet18,mobilenet_v2,mobilenet_v3_small,yolov8n,efficientnet_b0,vit_tiny]
@@ -66,6 +66,8 @@ STATIC: dict[str, dict[str, Any]] = {
     "percentile": {**QDQ, "activation_type": U8, "weight_type": S8, "calibrate_method": CalibrationMethod.Percentile},
     "int16-activations": {**QDQ, "activation_type": QuantType.QInt16, "weight_type": S8},
     "conv-only": {**QDQ, "activation_type": S8, "weight_type": S8, "op_types_to_quantize": ["Conv"]},
+    "contrib-ops": {**QDQ, "activation_type": S8, "weight_type": S8, "per_channel": True,
+                    "extra_options": {"UseQDQContribOps": True}},
     "qoperator": {"quant_format": QuantFormat.QOperator, "activation_type": U8, "weight_type": S8, "per_channel": True},
 }
 CONFIGS = [*STATIC, "dynamic", "pre-processed"]
