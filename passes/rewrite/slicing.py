@@ -84,8 +84,8 @@ class _Builder:
 
     def weight_only(self, anchor: onnx.NodeProto) -> bool:
         """Whether onnxruntime may fold ``anchor``'s weight DQ into MatMulNBits: a MatMul or Gemm whose input
-        is no 8-bit DQ's output (float, or 16-bit activations; an 8-bit one makes it a QLinearMatMul / QGemm,
-        which take per-tensor weights only, see ``test_no_ks_for_a_matmul_whose_weight_is_dequantized_per_channel``)."""
+        is no 8-bit DQ's output (float or 16-bit activations; 8-bit ones make it a QLinearMatMul, whose weight
+        must stay per tensor)."""
         if anchor.op_type not in ("MatMul", "Gemm"):
             return False
         source = self.producers.get(anchor.input[0])
@@ -170,7 +170,7 @@ def slice_model(model: onnx.ModelProto, workload: Workload, result: PlacementRes
     del out.graph.value_info[:]
     out = onnx.shape_inference.infer_shapes(out, strict_mode=True, data_prop=True)
     if any(shape is None for shape in tensor_shapes(out).values()):  # contrib outputs: measured, as loading does
-        out = infer_static_shapes(out, {t: s for t, s in shapes.items() if t in {i.name for i in out.graph.input}})
+        out = infer_static_shapes(out, {i.name: shapes[i.name] for i in out.graph.input})
     names = {n.name for n in out.graph.node}
     return out, complete_placements(out, {k: p for k, p in b.placements.items() if k in names})
 
