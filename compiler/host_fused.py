@@ -1,23 +1,32 @@
-"""The kernels onnxruntime runs for a quantized GEMM operator's fused activation, read from its optimized graph.
+"""The kernels onnxruntime runs for a GEMM operator's fused activation, read from its optimized graph.
 
 The workload fuses an activation into the conv or GEMM it follows (SiLU's
-Sigmoid and Mul, a Relu, with their Q/DQ nodes); a float operator's
-activation is predicted by its element kind at N_out elements
-(:mod:`cimsplit.compiler.host_model`).  A quantized one runs as whatever the
-QDQ fusions leave: nothing when onnxruntime folds a Relu or Clip into the
-QLinearConv's range; a float Sigmoid and Mul with a QuantizeLinear and
-DequantizeLinear kernel each when the conv's int8 output is kept (YOLOv5n
-int8: 1.4 ns per output element, of which a standalone int8 Sigmoid point,
-a QLinearSigmoid, has none).  So for each quantized GEMM operator with a
-fused activation, :func:`activation_kernels` lists the kernels of the
-regions (:mod:`cimsplit.compiler.kernel_attribution`) made of its activation's
-nodes alone (from the first activation node on), each with the calibrated
-kind of what it is: ``glue:QuantizeLinear`` / ``glue:DequantizeLinear`` for
-Q/DQ, ``int8:<Op>`` for a ``QLinear<Op>``, the float ``<Op>`` otherwise, at
-N_out elements out (times the kernel's charged fraction) and N_out per tensor it reads in.  Regions that hold the
-anchor's nodes are the GEMM kind's (its calibration points have them too),
-regions shared with another operator that operator's, regions with a Transpose
-layout glue (:mod:`cimsplit.compiler.host_glue`).  Nothing is measured.
+Sigmoid and Mul, a Relu, with their Q/DQ nodes).  What that costs depends on
+what onnxruntime makes of it, so for each GEMM operator with a fused
+activation, :func:`activation_kernels` lists the kernels of the regions
+(:mod:`cimsplit.compiler.kernel_attribution`) made of its activation's nodes
+alone (from the first activation node on), each with the calibrated kind of
+what it is: ``glue:QuantizeLinear`` / ``glue:DequantizeLinear`` for Q/DQ,
+``int8:<Op>`` for a ``QLinear<Op>``, the float ``<Op>`` otherwise, at N_out
+elements out (times the kernel's charged fraction) and N_out per tensor it
+reads in.  Regions that hold the anchor's nodes are the GEMM kind's (its
+calibration points have them too), regions shared with another operator that
+operator's, regions with a Transpose layout glue
+(:mod:`cimsplit.compiler.host_glue`).  Nothing is measured.
+
+* Quantized: nothing when onnxruntime folds a Relu or Clip into the
+  QLinearConv's range; a float Sigmoid and Mul with a QuantizeLinear and
+  DequantizeLinear kernel each when the conv's int8 output is kept (YOLOv5n
+  int8: 1.4 ns per output element, of which a standalone int8 Sigmoid point,
+  a QLinearSigmoid, has none).
+* Float: SiLU's Sigmoid and Mul run as one QuickGelu kernel (:func:`kernel_kind`).  An activation folded into
+  the conv's kernel (FusedConv) leaves no kernel of its own, but MLAS still
+  applies it in a pass over the output after each block, which costs about what
+  the standalone element-wise kernel does (MobileNetV2's 1x1 expansion convs
+  with their Clip: 0.75-0.90 of their profiled time without it, 0.97-1.07 with
+  it, on one board); a Relu (:data:`IN_REGISTER`) is applied in the kernel's
+  registers and costs nothing (ResNet-50's convs: over-predicted by 3-5 % with
+  it).
 """
 
 from __future__ import annotations
@@ -31,13 +40,21 @@ from cimsplit.compiler.host_model import INT8_PREFIX, fused_activations
 from cimsplit.compiler.kernel_attribution import Region, attribute_kernels
 from cimsplit.compiler.workload import Workload
 
-__all__ = ["activation_kernels", "kernel_kind"]
+__all__ = ["activation_kernels", "kernel_kind", "IN_REGISTER"]
 
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
+IN_REGISTER = frozenset({"Relu"})
+"""Activations MLAS's conv kernels apply in registers (no pass over the output)."""
 
 
 def kernel_kind(op_type: str) -> str:
-    """The calibrated kind that predicts one kernel of a fused activation."""
+    """The calibrated kind that predicts one kernel of a fused activation.
+
+    onnxruntime fuses a float SiLU (x * Sigmoid(x)) into com.microsoft's QuickGelu, one pass computing
+    x * sigmoid(x): a Sigmoid kernel's work.
+    """
+    if op_type == "QuickGelu":
+        return "Sigmoid"
     if op_type in _QDQ:
         return GLUE_PREFIX + op_type
     if op_type.startswith("QLinear"):
@@ -47,8 +64,8 @@ def kernel_kind(op_type: str) -> str:
 
 def activation_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto, workload: Workload,
                        regions: Sequence[Region] | None = None) -> dict[str, list[tuple[str, dict[str, float]]]]:
-    """Quantized GEMM operator with a fused activation -> [(kind, features)] of its activation's kernels
-    (an empty list: onnxruntime runs nothing for it); ``n_in`` counts every tensor a kernel reads (SiLU's Mul: two).
+    """GEMM operator with a fused activation -> [(kind, features)] of what its activation costs
+    (an empty list: nothing); ``n_in`` counts every tensor a kernel reads (SiLU's Mul: two).
     ``regions``: :func:`~.kernel_attribution.attribute_kernels` of the two graphs, when the caller has them."""
     types = {node.name: node.op_type for node in simplified.graph.node}
     kernel_types = {node.name: node.op_type for node in optimized.graph.node}
@@ -59,7 +76,7 @@ def activation_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto, 
     elements: dict[str, float] = {}
     for op in workload.operators:
         activations = set(fused_activations(op, types))
-        if not activations or not any(types.get(node) in _QDQ for node in op.nodes):
+        if not activations:
             continue
         first = next(i for i, node in enumerate(op.nodes) if i > 0 and types.get(node) in activations)
         owner.update((node, op.name) for node in op.nodes[first:])
@@ -76,4 +93,9 @@ def activation_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto, 
         for kernel, fraction in region.kernels:
             n_out = elements[name] * fraction
             found[name].append((kernel_kind(kernel_types[kernel]), {"n_in": n_out * operands[kernel], "n_out": n_out}))
+    for op in workload.operators:
+        quantized = any(types.get(node) in _QDQ for node in op.nodes)
+        if op.name in found and not found[op.name] and not quantized:  # folded into the float kernel: a pass over its output
+            found[op.name] = [(act, {"n_in": elements[op.name], "n_out": elements[op.name]})
+                              for act in fused_activations(op, types) if act not in IN_REGISTER]
     return found

@@ -22,6 +22,7 @@ from cimsplit.compiler.host_glue import GLUE_KINDS, glue_of_regions
 from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, fused_activations, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, attribute_kernels
+from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.compiler.workload import Workload
 from cimsplit.errors import CimsplitError
@@ -74,14 +75,11 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     latencies: dict[str, float] = {}
     missing: dict[str, str] = {}
     glue: dict[str, list[tuple[str, float]]] = {}
-    fused: dict[str, list[tuple[str, dict[str, float]]]] = {}
+    optimized = optimized_model(model, host_model.level, host_model.threads)
+    regions = attribute_kernels(model, optimized)
+    fused = activation_kernels(model, optimized, workload, regions)
     if all(kind in host_model.fits for kind in GLUE_KINDS):  # calibrations from before the glue kinds predict without
-        from cimsplit.compiler.ort_profiler import optimized_model
-
-        optimized = optimized_model(model, host_model.level, host_model.threads)
-        regions = attribute_kernels(model, optimized)
         glue = glue_of_regions(model, optimized, workload, regions)
-        fused = activation_kernels(model, optimized, workload, regions)
     for op in workload.operators:
         kind = operator_kind(op, node_types, kernels.get(op.name, ""))
         if kind not in host_model.fits:
@@ -89,7 +87,7 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""
         needed = [(kind, operator_features(op))]
         ran = fused.get(op.name)
-        if ran is not None and all(k in host_model.fits for k, _ in ran):  # a quantized op's activation: what runs
+        if ran is not None and all(k in host_model.fits for k, _ in ran):  # the activation: what runs
             needed += ran
         else:
             needed += [(prefix + act, {"n_in": float(max(op.n_out, 1)), "n_out": float(max(op.n_out, 1))})

@@ -1,4 +1,4 @@
-"""A quantized conv's fused activation, predicted by the kernels onnxruntime runs for it (compiler/host_fused.py)."""
+"""A conv's fused activation, predicted by the kernels onnxruntime runs for it (compiler/host_fused.py)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from cimsplit.models.quantize import quantize_qdq
 x86 = pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxruntime keeps int8 pairs off x86")
 
 
-def _conv_then(activation: str) -> onnx.ModelProto:
-    """x (8 x 10 x 10) -> 1x1 conv (16 channels) -> SiLU (Sigmoid, Mul) or Relu -> 1x1 conv, quantized S8S8 (QDQ)."""
+def _conv_then(activation: str, quantized: bool = True) -> onnx.ModelProto:
+    """x (8 x 10 x 10) -> 1x1 conv (16 channels) -> SiLU (Sigmoid, Mul) or ``activation`` -> 1x1 conv, quantized S8S8
+    (QDQ) unless not ``quantized``."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array((rng.standard_normal((16, 8, 1, 1)) * 0.3).astype(np.float32), "w1"),
              numpy_helper.from_array((rng.standard_normal((8, 16, 1, 1)) * 0.3).astype(np.float32), "w2")]
@@ -33,12 +34,13 @@ def _conv_then(activation: str) -> onnx.ModelProto:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    return quantize_qdq(onnx.shape_inference.infer_shapes(model))
+    model = onnx.shape_inference.infer_shapes(model)
+    return quantize_qdq(model) if quantized else model
 
 
 def test_kernel_kinds() -> None:
-    assert [kernel_kind(t) for t in ("QuantizeLinear", "DequantizeLinear", "QLinearSigmoid", "Sigmoid")] == [
-        "glue:QuantizeLinear", "glue:DequantizeLinear", "int8:Sigmoid", "Sigmoid"]
+    assert [kernel_kind(t) for t in ("QuantizeLinear", "DequantizeLinear", "QLinearSigmoid", "Sigmoid", "QuickGelu")] == [
+        "glue:QuantizeLinear", "glue:DequantizeLinear", "int8:Sigmoid", "Sigmoid", "Sigmoid"]
 
 
 @x86
@@ -65,3 +67,21 @@ def test_a_folded_relu_runs_nothing(tmp_path: Path) -> None:
     found = activation_kernels(loaded.model, optimized_model(loaded.model), loaded.workload)
     conv1 = next(op.name for op in loaded.workload.operators if "conv1" in op.nodes)
     assert found == {conv1: []}
+
+
+@pytest.mark.parametrize("activation, expected", [
+    ("Relu", []),  # applied in the conv kernel's registers
+    ("Clip", [("Clip", 1600.0, 1600.0)]),  # folded into the FusedConv, applied in a pass over its 16 x 10 x 10 outputs
+    ("SiLU", [("Sigmoid", 1600.0, 1600.0)]),  # onnxruntime's QuickGelu: x * sigmoid(x) in one pass
+])
+def test_a_float_activation_costs_its_kernels_or_its_pass_over_the_output(tmp_path: Path, activation: str,
+                                                                           expected: list) -> None:
+    onnx.save(_conv_then(activation, quantized=False), tmp_path / "m.onnx")
+    loaded = load(tmp_path / "m.onnx")
+    optimized = optimized_model(loaded.model)
+    if activation != "SiLU":  # onnxruntime fuses the activation into the conv: no node of its own is left
+        assert not any(node.op_type == activation for node in optimized.graph.node)
+    found = activation_kernels(loaded.model, optimized, loaded.workload)
+    conv1 = next(op.name for op in loaded.workload.operators if "conv1" in op.nodes)
+    assert {name: sorted((kind, f["n_in"], f["n_out"]) for kind, f in kinds) for name, kinds in found.items()} == {
+        conv1: expected}
