@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         kinds = ", ".join(f"{k} {v['profiled_ns'] / 1e6:.2f}->{v['predicted_ns'] / 1e6:.2f}" for k, v in result["by_kind"].items())
         lines.append(f"  {result['model']}: {kinds}")
-    fits = ", ".join(f"{kind} {fit.method} (cv {100 * (fit.cv_mape.get(fit.method) or float('nan')):.0f}%, "
+    fits = ", ".join(f"{kind} {fit.label} (cv {100 * (fit.held_out_mape or float('nan')):.0f}%, "
                      f"Pipe-it {100 * (fit.cv_mape.get('pipeit') or float('nan')):.0f}%)"
                      for kind, fit in sorted(host_model.fits.items()) if "Conv" in kind or "Gemm" in kind)
     lines.append(f"GEMM fits: {fits}")

@@ -103,10 +103,11 @@ def held_out_table(host_model: HostModel, after: dict) -> list[str]:
             schemes += [channel_folds(features), _spatial_folds(features)]
 
         before_method = before_fit.method if before_fit else "-"
+        corrected = "-" if after_fit.correction is None else f"{100 * after_fit.correction.cv_mape:.1f}"
         rows.append([kind, str(len(t_ns)), before_method, *_scores(before_method, features, t_ns, schemes), after_fit.method,
-                     *_scores(after_fit.method, features, t_ns, schemes)])
+                     *_scores(after_fit.method, features, t_ns, schemes), corrected])
     return [format_table(["kind", "samples", "before", "shape %", "channel %", "spatial %", "after", "shape %", "channel %",
-                          "spatial %"], rows, [False, True, False, True, True, True, False, True, True, True])]
+                          "spatial %", "+ridge %"], rows, [False, True, False, True, True, True, False, True, True, True, True])]
 
 
 def zoo_rows(host_model: HostModel, after: HostModel, args: argparse.Namespace) -> tuple[list[list[str]], list[str]]:
@@ -166,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# command: {' '.join(sys.argv)}",
         "",
         "held-out MAPE per kind (shape: whole shapes in 5 folds; channel: one input-channel count out at a time; "
-        "spatial: one input size out at a time)",
+        "spatial: one input size out at a time; +ridge: the linear fit with its kernel ridge correction, the worse of "
+        "shape and channel)",
         *held_out_table(host_model, after.fits),
         "",
         "zoo, same profiles: conv MAPE %, sum error %, conv MAPE % after removing the geometric-mean conv ratio",

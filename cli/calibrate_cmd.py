@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
           f"(budget {args.budget_s:g} s); cpu {model.cpu}, onnxruntime {model.ort_version}, {model.threads} thread(s), "
           f"level {model.level}")
     for kind, fit in sorted(model.fits.items()):
-        cv = fit.cv_mape.get(fit.method)
+        cv = fit.held_out_mape
         baseline = fit.cv_mape.get("pipeit")
-        print(f"  {kind:24s} {fit.samples:4d} samples  {fit.method:16s} fit {100 * fit.fit_mape:5.1f}%"
+        print(f"  {kind:24s} {fit.samples:4d} samples  {fit.label:22s} fit {100 * fit.fit_mape:5.1f}%"
               + (f"  held-out {100 * cv:5.1f}%" if cv is not None else "")
               + (f"  (Pipe-it linear {100 * baseline:5.1f}%)" if baseline is not None else ""))
     load = os.getloadavg()[0]

@@ -49,6 +49,10 @@ extrapolate in channels, which the second scheme asks of it:
   indicators and their own slopes in each log (depthwise convs, whose time
   is far from linear in their work).
 * ``log-linear`` (non-GEMM kinds): ``log t`` linear in ``log N_in, log N_out``.
+
+A GEMM kind's chosen fit then gets a kernel ridge correction of its log
+residual (:mod:`cimsplit.compiler.host_correction`) when that lowers the same
+held-out error; far from the grid it vanishes, so it never extrapolates.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from cimsplit.compiler.host_correction import Correction, fit_correction
 from cimsplit.compiler.host_regression import (
     METHODS,
     blocked_macs,
@@ -115,14 +122,30 @@ class KindFit:
     """Cross-validated error of every applicable method (None: too few samples)."""
     ranges: dict[str, tuple[float, float]]
     """Smallest and largest value of each descriptor among the samples."""
+    correction: Correction | None = None
+    """The kernel ridge correction of ``method`` (GEMM kinds, when it lowers the held-out error)."""
+
+    @property
+    def label(self) -> str:
+        """The method's name, ``+ridge`` when it is corrected."""
+        return self.method + ("+ridge" if self.correction is not None else "")
+
+    @property
+    def held_out_mape(self) -> float | None:
+        """The held-out error of the fit as used (corrected when it is)."""
+        return self.correction.cv_mape if self.correction is not None else self.cv_mape.get(self.method)
 
     def predict_ns(self, features: Mapping[str, float]) -> float:
-        return evaluate(self.method, self.coefficients, features)
+        linear = evaluate(self.method, self.coefficients, features)
+        return linear if self.correction is None else max(linear * self.correction.factor(features), 1.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "coefficients": list(self.coefficients), "samples": self.samples,
+        data = {"method": self.method, "coefficients": list(self.coefficients), "samples": self.samples,
                 "fit_mape": self.fit_mape, "cv_mape": dict(self.cv_mape),
                 "ranges": {key: list(value) for key, value in self.ranges.items()}}
+        if self.correction is not None:
+            data["correction"] = self.correction.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, kind: str, data: Mapping[str, Any]) -> KindFit:
@@ -131,7 +154,8 @@ class KindFit:
             raise ValueError(f"unknown method {method!r}")
         return cls(kind, method, tuple(float(c) for c in data["coefficients"]), int(data["samples"]),
                    float(data["fit_mape"]), {k: (None if v is None else float(v)) for k, v in data["cv_mape"].items()},
-                   {k: (float(v[0]), float(v[1])) for k, v in data.get("ranges", {}).items()})
+                   {k: (float(v[0]), float(v[1])) for k, v in data.get("ranges", {}).items()},
+                   Correction.from_dict(data["correction"]) if "correction" in data else None)
 
 
 def is_gemm_kind(kind: str) -> bool:
@@ -146,11 +170,14 @@ def plain_kind(kind: str) -> str:
     return kind
 
 
-def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None = None) -> KindFit | None:
+def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None = None,
+             correct: bool = True) -> KindFit | None:
     """Fit every applicable method, keep the one with the lowest cross-validated error; None without samples.
 
     With too few samples to cross-validate any method, the method with the fewest
-    columns that the samples determine is used.
+    columns that the samples determine is used.  A GEMM kind's fit then gets its
+    kernel ridge correction when that lowers the held-out error (``correct``;
+    :mod:`cimsplit.compiler.host_correction`).
     """
     samples = [s for s in samples if s.t_ns > 0]
     if not samples:
@@ -171,16 +198,22 @@ def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None
     coefficients = solve(best, features, t_ns)
     keys = GEMM_FEATURES if gemm else ELEMENT_FEATURES
     ranges = {key: (min(f[key] for f in features), max(f[key] for f in features)) for key in keys}
-    return KindFit(kind, best, tuple(float(c) for c in coefficients), len(samples),
-                   mape(best, coefficients, features, t_ns), cv, ranges)
+    fit = KindFit(kind, best, tuple(float(c) for c in coefficients), len(samples),
+                  mape(best, coefficients, features, t_ns), cv, ranges)
+    correction = fit_correction(best, features, t_ns, cv.get(best)) if gemm and correct else None
+    if correction is None:
+        return fit
+    fit = dataclasses.replace(fit, correction=correction)
+    return dataclasses.replace(fit, fit_mape=float(np.mean([abs(fit.predict_ns(f) / t - 1) for f, t in zip(features, t_ns)])))
 
 
-def fit_samples(samples: Sequence[Sample], methods: Sequence[str] | None = None) -> dict[str, KindFit]:
+def fit_samples(samples: Sequence[Sample], methods: Sequence[str] | None = None,
+                correct: bool = True) -> dict[str, KindFit]:
     """One fit per kind present in ``samples`` (kinds in sorted order), choosing among ``methods`` (default all)."""
     by_kind: dict[str, list[Sample]] = {}
     for sample in samples:
         by_kind.setdefault(sample.kind, []).append(sample)
-    fits = {kind: fit_kind(kind, by_kind[kind], methods) for kind in sorted(by_kind)}
+    fits = {kind: fit_kind(kind, by_kind[kind], methods, correct) for kind in sorted(by_kind)}
     return {kind: fit for kind, fit in fits.items() if fit is not None}
 
 

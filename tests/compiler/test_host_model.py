@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from cimsplit.compiler.calibration import GridPoint, fitted_model, gemm_descriptors, grid
+from cimsplit.compiler.host_correction import HYPERPARAMETERS, MIN_GAIN, MIN_SAMPLES, fit_correction
 from cimsplit.compiler.host_model import (
     HostModel,
     KindFit,
@@ -21,6 +22,7 @@ from cimsplit.compiler.host_model import (
     shape_folds,
     solve,
 )
+from cimsplit.compiler.host_regression import evaluate
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
@@ -189,3 +191,56 @@ def test_the_held_out_error_picks_the_block_the_timings_were_made_with() -> None
                    methods=["relative-linear", "relative-nchwc8", "relative-nchwc16"])
     assert fit is not None and fit.method == "relative-nchwc16"
     assert fit.cv_mape["relative-nchwc16"] < 1e-9 < fit.cv_mape["relative-nchwc8"]
+
+
+def _wavy(f: dict[str, float]) -> float:
+    """5 us + 0.2 ns per blocked MAC, times an efficiency that moves smoothly with the output size (+-15 %)."""
+    return (5000.0 + 0.2 * blocked_macs(f, 16)) * (1.0 + 0.15 * math.sin(math.log(f["n_mvm"])))
+
+
+def test_a_smooth_error_of_the_linear_fit_is_corrected_and_kept_by_the_held_out_error() -> None:
+    features = _conv_features(300)
+    fit = fit_kind("Conv", [Sample("Conv", f, _wavy(f)) for f in features], methods=["relative-nchwc16"])
+    assert fit is not None and fit.method == "relative-nchwc16" and fit.correction is not None
+    linear_cv = fit.cv_mape["relative-nchwc16"]
+    assert linear_cv > 0.05  # the sine is nothing a linear cost can follow
+    assert fit.correction.cv_mape <= linear_cv - MIN_GAIN
+    assert (fit.correction.alpha, fit.correction.gamma) in HYPERPARAMETERS
+    # The fit error is the corrected one.
+    errors = [abs(fit.predict_ns(f) / _wavy(f) - 1) for f in features]
+    assert fit.fit_mape == pytest.approx(float(np.mean(errors)), rel=1e-9) and fit.fit_mape < linear_cv
+
+
+def test_no_correction_when_the_linear_fit_is_exact() -> None:
+    features = _conv_features(300)
+    fit = fit_kind("Conv", [Sample("Conv", f, 5000.0 + 0.2 * blocked_macs(f, 16)) for f in features],
+                   methods=["relative-nchwc16"])
+    assert fit is not None and fit.correction is None
+
+
+def test_too_few_samples_or_no_correcting_keep_the_linear_fit() -> None:
+    features = _conv_features(300)
+    assert fit_correction("relative-nchwc16", features[:MIN_SAMPLES - 1], [_wavy(f) for f in features[:MIN_SAMPLES - 1]],
+                          0.5) is None
+    fit = fit_kind("Conv", [Sample("Conv", f, _wavy(f)) for f in features], methods=["relative-nchwc16"], correct=False)
+    assert fit is not None and fit.correction is None
+
+
+def test_far_from_every_calibration_point_the_prediction_is_the_linear_fits() -> None:
+    features = _conv_features(300)
+    fit = fit_kind("Conv", [Sample("Conv", f, _wavy(f)) for f in features], methods=["relative-nchwc16"])
+    assert fit is not None and fit.correction is not None
+    far = {"m": 1e12, "n": 1e12, "n_mvm": 1e12, "k": 1.0, "n_in": 1e12, "n_out": 1e12}
+    assert fit.correction.factor(far) == 1.0
+    assert fit.predict_ns(far) == evaluate(fit.method, fit.coefficients, far)
+
+
+def test_a_corrected_fit_survives_the_calibration_file(tmp_path) -> None:
+    features = _conv_features(120)
+    samples = [Sample("Conv", f, _wavy(f)) for f in features]
+    model = fitted_model(samples, threads=1, int8=False, campaign={"budget_s": 1.0}, level="off")
+    assert model.fits["Conv"].correction is not None
+    model.save(tmp_path / "board.json")
+    loaded = HostModel.load(tmp_path / "board.json")
+    assert loaded.fits == model.fits
+    assert [loaded.predict_kind_ns("Conv", f) for f in features] == [model.predict_kind_ns("Conv", f) for f in features]
