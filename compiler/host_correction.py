@@ -88,11 +88,11 @@ class Correction:
 
 
 def _fit(method: str, features: Sequence[Mapping[str, float]], t_ns: np.ndarray, alpha: float, gamma: float
-         ) -> tuple[np.ndarray, Correction]:
+         ) -> tuple[list[float], Correction]:
     """The linear coefficients of ``method`` and the correction of their residuals (``cv_mape`` unset)."""
     from sklearn.kernel_ridge import KernelRidge
 
-    coefficients = solve(method, features, t_ns)
+    coefficients = solve(method, features, t_ns.tolist()).tolist()
     x = np.array([correction_features(f) for f in features])
     center, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
@@ -123,7 +123,7 @@ def fit_correction(method: str, features: Sequence[Mapping[str, float]], t_ns: S
     if len(features) < MIN_SAMPLES or linear_cv is None:
         return None
     t = np.asarray(t_ns, dtype=float)
-    schemes = [shape_folds(features)]
+    schemes: list[Sequence[int | None]] = [shape_folds(features)]
     channels = channel_folds(features)
     if len({c for c in channels if c is not None}) > 2:
         schemes.append(channels)
