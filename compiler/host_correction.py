@@ -36,8 +36,10 @@ __all__ = ["Correction", "correction_features", "fit_correction", "HYPERPARAMETE
 
 HYPERPARAMETERS = tuple((alpha, gamma) for alpha in (0.03, 0.1, 0.3) for gamma in (0.01, 0.03, 0.1))
 """(ridge strength, RBF width) pairs tried; gamma is per squared standardized unit."""
-MIN_SAMPLES = 30
-"""Fewer samples than this keep the linear fit alone (a few points cannot say where it errs)."""
+MIN_SAMPLES = 300
+"""A kind with fewer samples keeps its linear fit: a kernel method needs dense support.  (The grid's 180
+depthwise shapes are too few: on one board their correction, kept by its held-out error, still raised
+MobileNetV2's depthwise predictions by 10-30 % and its conv error from 10.9 to 14.8 %.)"""
 MIN_GAIN = 0.005
 """A correction is kept only if it lowers the held-out error by this much at least (half a percentage point)."""
 
@@ -104,17 +106,16 @@ def _fit(method: str, features: Sequence[Mapping[str, float]], t_ns: np.ndarray,
 
 
 def _held_out(method: str, features: Sequence[Mapping[str, float]], t_ns: np.ndarray, folds: Sequence[int | None],
-              alpha: float, gamma: float) -> float | None:
+              alpha: float, gamma: float) -> float:
+    """Mean absolute percentage error of ``method`` corrected, each fold predicted by a fit on the others."""
     errors: list[float] = []
     for fold in sorted({f for f in folds if f is not None}):
         train = [i for i in range(len(features)) if folds[i] != fold]
-        if len(train) < MIN_SAMPLES:
-            return None
         coefficients, correction = _fit(method, [features[i] for i in train], t_ns[train], alpha, gamma)
         test = [i for i in range(len(features)) if folds[i] == fold]
         linear = np.array([evaluate(method, coefficients, features[i]) for i in test])
         errors.extend(np.abs(linear * correction.factors([features[i] for i in test]) / t_ns[test] - 1))
-    return float(np.mean(errors)) if errors else None
+    return float(np.mean(errors))
 
 
 def fit_correction(method: str, features: Sequence[Mapping[str, float]], t_ns: Sequence[float],
@@ -129,10 +130,7 @@ def fit_correction(method: str, features: Sequence[Mapping[str, float]], t_ns: S
         schemes.append(channels)
     best: tuple[float, float, float] | None = None
     for alpha, gamma in HYPERPARAMETERS:
-        scores = [_held_out(method, features, t, folds, alpha, gamma) for folds in schemes]
-        if any(score is None for score in scores):
-            return None
-        score = max(s for s in scores if s is not None)
+        score = max(_held_out(method, features, t, folds, alpha, gamma) for folds in schemes)
         if score <= linear_cv - MIN_GAIN and (best is None or score < best[0]):
             best = (score, alpha, gamma)
     if best is None:

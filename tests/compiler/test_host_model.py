@@ -199,7 +199,7 @@ def _wavy(f: dict[str, float]) -> float:
 
 
 def test_a_smooth_error_of_the_linear_fit_is_corrected_and_kept_by_the_held_out_error() -> None:
-    features = _conv_features(300)
+    features = _conv_features(MIN_SAMPLES)
     fit = fit_kind("Conv", [Sample("Conv", f, _wavy(f)) for f in features], methods=["relative-nchwc16"])
     assert fit is not None and fit.method == "relative-nchwc16" and fit.correction is not None
     linear_cv = fit.cv_mape["relative-nchwc16"]
@@ -236,7 +236,7 @@ def test_far_from_every_calibration_point_the_prediction_is_the_linear_fits() ->
 
 
 def test_a_corrected_fit_survives_the_calibration_file(tmp_path) -> None:
-    features = _conv_features(120)
+    features = _conv_features(MIN_SAMPLES)
     samples = [Sample("Conv", f, _wavy(f)) for f in features]
     model = fitted_model(samples, threads=1, int8=False, campaign={"budget_s": 1.0}, level="off")
     assert model.fits["Conv"].correction is not None
