@@ -34,7 +34,7 @@ from cimsplit.compiler.host_regression import channel_folds, conv_regimes, evalu
 
 __all__ = ["Correction", "correction_features", "fit_correction", "HYPERPARAMETERS", "MIN_GAIN", "MIN_SAMPLES"]
 
-HYPERPARAMETERS = tuple((alpha, gamma) for alpha in (0.03, 0.1, 0.3) for gamma in (0.01, 0.03, 0.1))
+HYPERPARAMETERS = tuple((alpha, gamma) for alpha in (0.1, 1.0) for gamma in (0.03, 0.1, 0.3))
 """(ridge strength, RBF width) pairs tried; gamma is per squared standardized unit."""
 MIN_SAMPLES = 300
 """A kind with fewer samples keeps its linear fit: a kernel method needs dense support.  (The grid's 180
