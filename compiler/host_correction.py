@@ -13,8 +13,9 @@ and the kernel-path indicators.  Far from every calibration point the RBF kernel
 vanishes and the prediction falls back to the linear fit itself, so
 extrapolation (the zoo's channel counts beyond the grid's) is the linear fit's.
 
-It is kept only when it lowers, by half a percentage point at least, the held-out error the linear methods are chosen
-by (:func:`cimsplit.compiler.host_regression.transfer_mape`: the worse of whole
+It is kept only when it lowers, by half a percentage point at least, the
+held-out error the linear methods are chosen by
+(:func:`cimsplit.compiler.host_regression.transfer_mape`: the worse of whole
 shapes and channel counts held out), with the linear fit refitted inside every
 fold; its ridge strength and kernel width are chosen by that same score.
 """

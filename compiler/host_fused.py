@@ -19,10 +19,11 @@ operator's, regions with a Transpose layout glue
   DequantizeLinear kernel each when the conv's int8 output is kept (YOLOv5n
   int8: 1.4 ns per output element, of which a standalone int8 Sigmoid point,
   a QLinearSigmoid, has none).
-* Float: SiLU's Sigmoid and Mul run as one QuickGelu kernel (:func:`kernel_kind`).  An activation folded into
-  the conv's kernel (FusedConv) leaves no kernel of its own, but MLAS still
-  applies it in a pass over the output after each block, which costs about what
-  the standalone element-wise kernel does (MobileNetV2's 1x1 expansion convs
+* Float: SiLU's Sigmoid and Mul run as one QuickGelu kernel
+  (:func:`kernel_kind`).  An activation folded into the conv's kernel
+  (FusedConv) leaves no kernel of its own, but MLAS still applies it in a pass
+  over the output after each block, which costs about what the standalone
+  element-wise kernel does (MobileNetV2's 1x1 expansion convs
   with their Clip: 0.75-0.90 of their profiled time without it, 0.97-1.07 with
   it, on one board); a Relu (:data:`IN_REGISTER`) is applied in the kernel's
   registers and costs nothing (ResNet-50's convs: over-predicted by 3-5 % with

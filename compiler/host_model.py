@@ -170,14 +170,13 @@ def plain_kind(kind: str) -> str:
     return kind
 
 
-def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None = None,
-             correct: bool = True) -> KindFit | None:
+def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None = None) -> KindFit | None:
     """Fit every applicable method, keep the one with the lowest cross-validated error; None without samples.
 
     With too few samples to cross-validate any method, the method with the fewest
     columns that the samples determine is used.  A GEMM kind's fit then gets its
-    kernel ridge correction when that lowers the held-out error (``correct``;
-    :mod:`cimsplit.compiler.host_correction`).
+    kernel ridge correction when that lowers the held-out error
+    (:mod:`cimsplit.compiler.host_correction`).
     """
     samples = [s for s in samples if s.t_ns > 0]
     if not samples:
@@ -200,20 +199,20 @@ def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None
     ranges = {key: (min(f[key] for f in features), max(f[key] for f in features)) for key in keys}
     fit = KindFit(kind, best, tuple(float(c) for c in coefficients), len(samples),
                   mape(best, coefficients, features, t_ns), cv, ranges)
-    correction = fit_correction(best, features, t_ns, cv.get(best)) if gemm and correct else None
+    correction = fit_correction(best, features, t_ns, cv.get(best)) if gemm else None
     if correction is None:
         return fit
-    fit = dataclasses.replace(fit, correction=correction)
-    return dataclasses.replace(fit, fit_mape=float(np.mean([abs(fit.predict_ns(f) / t - 1) for f, t in zip(features, t_ns)])))
+    corrected = dataclasses.replace(fit, correction=correction)
+    errors = [abs(corrected.predict_ns(f) / t - 1) for f, t in zip(features, t_ns)]
+    return dataclasses.replace(corrected, fit_mape=float(np.mean(errors)))
 
 
-def fit_samples(samples: Sequence[Sample], methods: Sequence[str] | None = None,
-                correct: bool = True) -> dict[str, KindFit]:
+def fit_samples(samples: Sequence[Sample], methods: Sequence[str] | None = None) -> dict[str, KindFit]:
     """One fit per kind present in ``samples`` (kinds in sorted order), choosing among ``methods`` (default all)."""
     by_kind: dict[str, list[Sample]] = {}
     for sample in samples:
         by_kind.setdefault(sample.kind, []).append(sample)
-    fits = {kind: fit_kind(kind, by_kind[kind], methods, correct) for kind in sorted(by_kind)}
+    fits = {kind: fit_kind(kind, by_kind[kind], methods) for kind in sorted(by_kind)}
     return {kind: fit for kind, fit in fits.items() if fit is not None}
 
 
