@@ -85,9 +85,16 @@ class Correction:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Correction:
-        return cls(float(data["alpha"]), float(data["gamma"]), tuple(float(v) for v in data["center"]),
-                   tuple(float(v) for v in data["scale"]), tuple(tuple(float(v) for v in p) for p in data["points"]),
-                   tuple(float(v) for v in data["dual"]), float(data["cv_mape"]))
+        """Read :meth:`to_dict`'s form; ValueError when its arrays do not fit together."""
+        correction = cls(float(data["alpha"]), float(data["gamma"]), tuple(float(v) for v in data["center"]),
+                         tuple(float(v) for v in data["scale"]),
+                         tuple(tuple(float(v) for v in p) for p in data["points"]),
+                         tuple(float(v) for v in data["dual"]), float(data["cv_mape"]))
+        width = len(correction_features({"m": 1.0, "n": 1.0, "n_mvm": 1.0, "n_in": 1.0}))
+        if (len(correction.center) != width or len(correction.scale) != width or len(correction.dual) != len(correction.points)
+                or any(len(p) != width for p in correction.points) or 0.0 in correction.scale):
+            raise ValueError("correction arrays of mismatched sizes")
+        return correction
 
 
 def _fit(method: str, features: Sequence[Mapping[str, float]], t_ns: np.ndarray, alpha: float, gamma: float

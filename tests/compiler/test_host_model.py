@@ -243,3 +243,12 @@ def test_a_corrected_fit_survives_the_calibration_file(tmp_path) -> None:
     loaded = HostModel.load(tmp_path / "board.json")
     assert loaded.fits == model.fits
     assert [loaded.predict_kind_ns("Conv", f) for f in features] == [model.predict_kind_ns("Conv", f) for f in features]
+
+
+def test_a_calibration_whose_correction_does_not_fit_together_is_one_clear_error(tmp_path) -> None:
+    samples = [Sample("Conv", f, _wavy(f)) for f in _conv_features(MIN_SAMPLES)]
+    data = fitted_model(samples, threads=1, int8=False, campaign={"budget_s": 1.0}, level="off").to_dict()
+    data["kinds"]["Conv"]["correction"]["dual"].pop()
+    (tmp_path / "board.json").write_text(json.dumps(data))
+    with pytest.raises(CimsplitError, match="is malformed"):
+        HostModel.load(tmp_path / "board.json")
