@@ -45,7 +45,8 @@ __all__ = ["activation_kernels", "kernel_kind", "IN_REGISTER"]
 
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 IN_REGISTER = frozenset({"Relu"})
-"""Activations MLAS's conv kernels apply in registers (no pass over the output)."""
+"""Activations MLAS's conv kernels apply in registers (``MLAS_CONV_KERNEL_FLAG_RELU_ACTIVATION`` in onnxruntime's
+``mlas/lib/sconv.h``; any other is ``MLAS_CONV_KERNEL_FLAG_OTHER_ACTIVATION``, a pass over the output)."""
 
 
 def kernel_kind(op_type: str) -> str:
