@@ -12,8 +12,8 @@ operator's T_host from ``--host-model`` (the calibration), and print
   with profiled costs (target within 2 %).
 
 It first checks that none of the zoo's GEMM shapes is a calibration sample
-(the grid holds them out).  The truth is the per-node median of three profiles (separate sessions), no assertion
-on the figures.
+(the grid holds them out).  The truth is the per-node median of ``--rounds``
+profiles (separate sessions); no assertion on the figures.
 
     .venv/bin/python bench/predictor_error.py --host-model board.json [--runs 10] [--rounds 3] [--time-limit 20] \\
         [-o bench/results/predictor_error.txt]
