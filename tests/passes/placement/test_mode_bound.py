@@ -16,7 +16,7 @@ from cimsplit.passes.placement.simulate import simulate
 from cimsplit.passes.placement.sliced_bound import sliced_lower_bound_ns
 from cimsplit.passes.placement.slicing import WHOLE, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat import sliced_segments
-from cimsplit.passes.placement.solvers.cpsat.mode_bound import MARGIN, mode_bound, mode_bound_ns
+from cimsplit.passes.placement.solvers.cpsat.mode_bound import MARGIN, mode_bound, mode_bound_ns, mode_schedule
 
 
 def _two_branches(budget: int) -> PlacementProblem:
@@ -67,13 +67,13 @@ def test_the_transfer_rows_charge_the_hand_over_of_the_mode_chosen():
 
 
 def test_the_mode_bound_s_modes_are_a_schedule_within_the_budget():
-    """The last MILP solution's modes, list-scheduled (:func:`sliced_segments.mode_schedule`): within the
+    """The last MILP solution's modes, list-scheduled (:func:`mode_bound.mode_schedule`): within the
     budget, never shorter than the optimum, and the optimum itself on most small problems."""
     optimal = 0
     for seed in range(80):
         problem = random_sliced_problem(random.Random(9000 + seed), max_ops=6)
         found = mode_bound(problem)
-        schedule = sliced_segments.mode_schedule(problem, found)
+        schedule = mode_schedule(problem, found)
         assert schedule is not None
         slicing = schedule.slicing or (WHOLE,) * problem.n
         assert sliced_crossbars(problem, schedule.on_host, slicing) <= problem.budget

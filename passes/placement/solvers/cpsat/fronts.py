@@ -50,7 +50,7 @@ _Decomposition = Any
 _Key = tuple[int, bool, bool]
 """(segment, entry bottleneck on the host, exit bottleneck on the host)."""
 
-__all__ = ["descend", "host_floor", "useful_budgets"]
+__all__ = ["descend", "host_floor", "rest_ns", "useful_budgets"]
 
 
 @dataclass(frozen=True)
@@ -166,23 +166,25 @@ def _lower_array(dec: _Decomposition, key: _Key) -> np.ndarray:
 
 def useful_budgets(dec: _Decomposition, keys: list[_Key], threshold_ns: float) -> dict[_Key, np.ndarray]:
     """For every key, a Boolean array over b = 0..cap: whether budget b is useful (module docstring)."""
-    forward, backward = _tables(dec)
-    budget, out = dec.budget, {}
-    for key in keys:
-        i, h0, h1 = key
-        a = forward[i].get(h0)
-        duration, crossbars = next((d, c) for h, d, c in dec.devices[i + 1] if h == h1)
-        b_rest = backward[i + 1].get(h1)
-        lower = _lower_array(dec, key)
-        if a is None or b_rest is None:
-            out[key] = np.zeros(len(lower), dtype=bool)
-            continue
-        # rest[t]: the least value of both sides with at most t crossbars between them
-        rest = np.array([np.min(a[:t + 1] + b_rest[t::-1]) for t in range(budget + 1)])
-        room = budget - np.arange(len(lower)) - crossbars
-        values = np.where(room >= 0, lower + duration + rest[np.clip(room, 0, budget)], math.inf)
-        out[key] = values < threshold_ns
-    return out
+    tables = _tables(dec)
+    return {key: _lower_array(dec, key) + rest_ns(dec, key, tables) < threshold_ns for key in keys}
+
+
+def rest_ns(dec: _Decomposition, key: _Key, tables: tuple | None = None) -> np.ndarray:
+    """For b = 0..cap: the DP over lower bounds of everything but segment i when it holds b crossbars
+    (A_i(h0, a) + duration(h1) + B_i+1(h1, c), a + b + crossbars(h1) + c <= C; inf if nothing fits).
+    Non-decreasing in b.  ``tables``: :func:`_tables` of ``dec``, when the caller has them."""
+    forward, backward = tables or _tables(dec)
+    i, h0, h1 = key
+    budget, size = dec.budget, dec.caps[i] + 1
+    a, b_rest = forward[i].get(h0), backward[i + 1].get(h1)
+    if a is None or b_rest is None:
+        return np.full(size, math.inf)
+    duration, crossbars = next((d, c) for h, d, c in dec.devices[i + 1] if h == h1)
+    # rest[t]: the least value of both sides with at most t crossbars between them
+    rest = np.array([np.min(a[:t + 1] + b_rest[t::-1]) for t in range(budget + 1)])
+    room = budget - np.arange(size) - crossbars
+    return np.where(room >= 0, duration + rest[np.clip(room, 0, budget)], math.inf)
 
 
 def host_floor(dec: _Decomposition, i: int) -> list[float]:

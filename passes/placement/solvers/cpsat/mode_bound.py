@@ -55,12 +55,14 @@ from dataclasses import dataclass
 import highspy
 
 from cimsplit.passes.placement import dag
+from cimsplit.passes.placement.heuristics.sequencing import best_list_schedule
 from cimsplit.passes.placement.problem import PlacementProblem
+from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.sliced_bound import mode_choices, modes
-from cimsplit.passes.placement.slicing import WHOLE
+from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule
 from cimsplit.passes.placement.solvers.highs import _stdout_silenced
 
-__all__ = ["MARGIN", "NODES", "ModeBound", "mode_bound", "mode_bound_ns"]
+__all__ = ["MARGIN", "NODES", "ModeBound", "mode_bound", "mode_bound_ns", "mode_schedule"]
 
 NODES = 5000
 """Branch-and-bound nodes per MILP solve (a limit of 200 gave the same bounds on the 41-operator head above)."""
@@ -263,3 +265,14 @@ def _least_finish(table: list, pick: list[int], loads: list[float], preds: list[
         before = sum(loads[u] for u in range(v) if anc[v] >> u & 1)
         least.append(max(ready, before) + d)
     return least
+
+
+def mode_schedule(sub: PlacementProblem, found: ModeBound) -> Schedule | None:
+    """The modes of a mode bound's MILP solution (within the budget: a feasible placement) with the
+    best list-scheduled host order (:func:`~...heuristics.sequencing.best_list_schedule`), or None."""
+    if not found.modes:
+        return None
+    on_host, slicing = [h for h, _ in found.modes], [k for _, k in found.modes]
+    expansion = expand(sub, on_host, slicing)
+    parts = best_list_schedule(expansion.problem, expansion.on_host)
+    return parts_schedule(sub, expansion, parts, slicing)

@@ -230,6 +230,7 @@ def run_decomposition(kind: type[_Decomposition], problem: PlacementProblem, seg
                 if candidate.makespan_ns < best[0].makespan_ns:
                     best[0] = candidate
                     trace.append((time.perf_counter() - begin, candidate.makespan_ns))
+            dec.incumbent_ns = best[0].makespan_ns
             return best[0].makespan_ns
 
         if descent and improve() - dec.best(lower=True)[0] > gap * best[0].makespan_ns:
@@ -273,6 +274,8 @@ class _Decomposition:
         self.keys: list[_Key] = [(i, h0, h1) for i in range(len(seg.members)) if seg.members[i]
                                  for h0, _, _ in self.devices[i] for h1, _, _ in self.devices[i + 1]]
         self.fronts = {key: _Front() for key in self.keys}
+        self.incumbent_ns = math.inf
+        """The best concatenated makespan so far (the lazy loop updates it between rounds)."""
 
     def prepare(self, key: _Key, limit: int, seconds: float):
         """A segment solve, warm-started from the best known solution that fits (built before any runs)."""

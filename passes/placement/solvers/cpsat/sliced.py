@@ -107,7 +107,8 @@ def _horizon_ns(problem: PlacementProblem) -> float:
 
 
 def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: Schedule | None,
-                 *, lower_bound_ns: float = 0.0, work_limit_s: float | None = None) -> SlicedOutcome:
+                 *, lower_bound_ns: float = 0.0, work_limit_s: float | None = None,
+                 cutoff_ns: float | None = None) -> SlicedOutcome:
     """Solve the sliced problem; ``warm_start`` (a feasible schedule, sliced or not) is the hint and,
     unless plain, T's UB.  ``lower_bound_ns``: a proven lower bound from elsewhere (the segments),
     entered as ``T >= floor(LB / r) - e`` as in :func:`~.model.build_model` (e = 0 in exact units).
@@ -121,10 +122,16 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     unchanged, so the bound stays a true lower bound and the rounding error stays below the gap
     (MobileNetV2's depthwise convs on the CIM took seconds: a horizon of 1.2 s for a 5.7 ms
     schedule gave a rounding gap of 2e-6).
+
+    ``cutoff_ns``: seek only schedules up to it (it replaces the warm start's UB when lower, same rows).
+    A model then proven infeasible has no schedule with real T <= the cutoff (each would be a floored
+    point within the UB), so the outcome has no schedule, ``finished``, and the cutoff as its bound.
     """
     begin = time.perf_counter()
     n = problem.n
     bounded_by = warm_start.makespan_ns if warm_start is not None and not options.plain else None
+    if cutoff_ns is not None and not options.plain:
+        bounded_by = cutoff_ns if bounded_by is None else min(bounded_by, cutoff_ns)
     unit, exact = unit_for(_all_times(problem), bounded_by or _horizon_ns(problem))
     cap = math.inf if bounded_by is None else math.ceil(bounded_by / unit) + 2
 
@@ -243,6 +250,8 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     code = solver.Solve(m)
     elapsed = time.perf_counter() - begin
     n_vars, n_cons = len(proto.variables), len(proto.constraints)
+    if code == cp_model.INFEASIBLE and bounded_by is not None:  # nothing within T <= UB: the optimum is above it
+        return SlicedOutcome(STATUS_NO_SOLUTION, None, None, bounded_by, elapsed, n_vars, n_cons, True)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return SlicedOutcome(STATUS_NO_SOLUTION, None, None, 0.0, elapsed, n_vars, n_cons)
     slicing = [WHOLE] * n
