@@ -50,7 +50,7 @@ _Decomposition = Any
 _Key = tuple[int, bool, bool]
 """(segment, entry bottleneck on the host, exit bottleneck on the host)."""
 
-__all__ = ["descend", "host_floor", "rest_ns", "useful_budgets"]
+__all__ = ["descend", "dp_tables", "host_floor", "rest_ns", "useful_budgets"]
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def _shift(values: np.ndarray, by: int) -> np.ndarray:
     return out
 
 
-def _tables(dec: _Decomposition) -> tuple[list[dict[bool, np.ndarray]], list[dict[bool, np.ndarray]]]:
+def dp_tables(dec: _Decomposition) -> tuple[list[dict[bool, np.ndarray]], list[dict[bool, np.ndarray]]]:
     """Forward A[i][h] and backward B[i][h] arrays over "at most r crossbars" (module docstring)."""
     size, last = dec.budget + 1, len(dec.chain) - 1
     forward: list[dict[bool, np.ndarray]] = [{True: np.zeros(size)}]
@@ -166,15 +166,15 @@ def _lower_array(dec: _Decomposition, key: _Key) -> np.ndarray:
 
 def useful_budgets(dec: _Decomposition, keys: list[_Key], threshold_ns: float) -> dict[_Key, np.ndarray]:
     """For every key, a Boolean array over b = 0..cap: whether budget b is useful (module docstring)."""
-    tables = _tables(dec)
+    tables = dp_tables(dec)
     return {key: _lower_array(dec, key) + rest_ns(dec, key, tables) < threshold_ns for key in keys}
 
 
 def rest_ns(dec: _Decomposition, key: _Key, tables: tuple | None = None) -> np.ndarray:
     """For b = 0..cap: the DP over lower bounds of everything but segment i when it holds b crossbars
     (A_i(h0, a) + duration(h1) + B_i+1(h1, c), a + b + crossbars(h1) + c <= C; inf if nothing fits).
-    Non-decreasing in b.  ``tables``: :func:`_tables` of ``dec``, when the caller has them."""
-    forward, backward = tables or _tables(dec)
+    Non-decreasing in b.  ``tables``: :func:`dp_tables` of ``dec``, when the caller has them."""
+    forward, backward = tables or dp_tables(dec)
     i, h0, h1 = key
     budget, size = dec.budget, dec.caps[i] + 1
     a, b_rest = forward[i].get(h0), backward[i + 1].get(h1)

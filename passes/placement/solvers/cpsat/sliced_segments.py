@@ -57,7 +57,7 @@ from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_by_budget_ns
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
-from cimsplit.passes.placement.solvers.cpsat.fronts import rest_ns
+from cimsplit.passes.placement.solvers.cpsat.fronts import dp_tables, rest_ns
 from cimsplit.passes.placement.solvers.cpsat.mode_bound import mode_bound, mode_schedule
 from cimsplit.passes.placement.solvers.cpsat.segments import (
     Segments,
@@ -184,25 +184,21 @@ class _SlicedDecomposition(_Decomposition):
         return on_host, slicing
 
     def prepare(self, key: _Key, limit: int, seconds: float):
-        """A segment solve, warm-started from the best known solution that fits, else all on the host, with
-        its cutoff (:meth:`cutoff_ns`; computed here, before the jobs run side by side, so that it does not
-        depend on which of them ended first)."""
+        """A segment solve, warm-started from the best known solution that fits, else all on the host."""
         i, h0, h1 = key
         sub, index = _sliced_segment(self.seg, i, h0, h1, limit)
         warm = self._timed(sub, index, self.fronts[key].upper(limit), h0, h1)
-        return key, limit, seconds, sub, index, warm, self.cutoff_ns(key, limit)
+        return key, limit, seconds, sub, index, warm
 
-    def cutoff_ns(self, key: _Key, limit: int) -> float | None:
+    def cutoff_ns(self, key: _Key, limit: int, tables: tuple) -> float | None:
         """The span below which segment i at budget ``limit`` could still shorten the incumbent: the
-        incumbent less R(limit), the least the rest costs beside it (:func:`.fronts.rest_ns`); None before
-        the first incumbent or where nothing fits.  The solve seeks only spans up to it; a model proven
-        infeasible proves F_i(b) > cutoff for b <= limit, all the DP needs there, far sooner than the
-        optimum (YOLOv5n int8, 50 crossbars / 1000 ns: its head at 8, 13, 14, 16, 19 crossbars in
-        0.2-0.4 s).  Whatever the cutoff, a solve records proven facts about F_i: bounds stay bounds."""
-        rest = rest_ns(self, key)
-        if not math.isfinite(self.incumbent_ns) or not math.isfinite(rest[min(limit, len(rest) - 1)]):
-            return None
-        return self.incumbent_ns - float(rest[min(limit, len(rest) - 1)])
+        incumbent less R(limit), the least the rest costs beside it (:func:`.fronts.rest_ns` on ``tables``);
+        None where nothing fits.  The solve seeks only spans up to it; a model proven infeasible proves
+        F_i(b) > cutoff for b <= limit, all the DP needs there, far sooner than the optimum (YOLOv5n
+        int8, 50 crossbars / 1000 ns: its head at 8, 13, 14, 16, 19 crossbars in 0.2-0.4 s).  Whatever
+        the cutoff, a solve records proven facts about F_i: bounds stay bounds."""
+        rest = float(rest_ns(self, key, tables)[min(limit, self.caps[key[0]])])
+        return self.incumbent_ns - rest if math.isfinite(rest) else None
 
     def _timed(self, sub: PlacementProblem, index: list[int], known: _Solve | None, h0: bool, h1: bool) -> Schedule:
         """``known``'s modes and host order (all whole on the host if ``None``) re-timed on the segment."""
@@ -316,11 +312,16 @@ class _SlicedDecomposition(_Decomposition):
 
     def solve_all(self, jobs: list) -> None:
         """:meth:`.segments._Decomposition.solve_all` less the jobs an earlier solve at their limit
-        (this run's or the memo's) already answered: one that finished, or one given as much time."""
+        (this run's or the memo's) already answered: one that finished, or one given as much time; the
+        large segments' with their cutoff (:meth:`cutoff_ns`, from one DP before they run side by side)."""
         def answered(key: _Key, limit: int, seconds: float) -> bool:
             return any(s.limit == limit and (s.finished or s.seconds >= seconds) for s in self.fronts[key].solves
                        if s.seconds > 0)  # (the warm start's entry, seconds 0, is no solve)
-        super().solve_all([job for job in jobs if not answered(*job[:3])])
+        jobs = [job for job in jobs if not answered(*job[:3])]
+        large = [len(self.seg.members[job[0][0]]) >= MODE_BOUND_OPERATORS for job in jobs]
+        tables = dp_tables(self) if any(large) and math.isfinite(self.incumbent_ns) else None
+        super().solve_all([(*job, self.cutoff_ns(job[0], job[1], tables) if tables and big else None)
+                           for job, big in zip(jobs, large)])
 
     def run(self, job) -> _Solve | None:
         key, limit, seconds, sub, index, warm, cutoff = job
