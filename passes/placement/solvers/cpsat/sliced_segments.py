@@ -320,7 +320,7 @@ class _SlicedDecomposition(_Decomposition):
         jobs = [job for job in jobs if not answered(*job[:3])]
         large = [len(self.seg.members[job[0][0]]) >= MODE_BOUND_OPERATORS for job in jobs]
         tables = dp_tables(self) if any(large) and math.isfinite(self.incumbent_ns) else None
-        super().solve_all([(*job, self.cutoff_ns(job[0], job[1], tables) if tables and big else None)
+        super().solve_all([(*job, self.cutoff_ns(job[0], job[1], tables) if tables is not None and big else None)
                            for job, big in zip(jobs, large)])
 
     def run(self, job) -> _Solve | None:
