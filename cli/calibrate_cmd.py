@@ -76,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if args.refit is not None:
         print(f"refitted the {len(model.samples)} samples of {args.refit}")
     print(f"calibrated {campaign['measured']} of {campaign['grid_points']} points in {campaign['elapsed_s']:.0f} s "
-          f"(budget {args.budget_s:g} s); cpu {model.cpu}, onnxruntime {model.ort_version}, {model.threads} thread(s), "
-          f"level {model.level}")
+          f"and fitted them in {campaign.get('fit_s', 0.0):.0f} s (budget {args.budget_s:g} s); cpu {model.cpu}, "
+          f"onnxruntime {model.ort_version}, {model.threads} thread(s), level {model.level}")
     for kind, fit in sorted(model.fits.items()):
         cv = fit.held_out_mape
         baseline = fit.cv_mape.get("pipeit")

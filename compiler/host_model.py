@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -281,8 +282,10 @@ class HostModel:
         if not self.samples:
             raise CimsplitError(f"host model {self.source!r} recorded no samples to fit again",
                                 hint="calibrate the board again (`cimsplit calibrate -o FILE`)")
-        campaign = dict(self.campaign, refitted_from=self.source)
-        return dataclasses.replace(self, fits=fit_samples(self.samples), campaign=campaign)
+        begin = time.perf_counter()
+        fits = fit_samples(self.samples)
+        campaign = dict(self.campaign, refitted_from=self.source, fit_s=round(time.perf_counter() - begin, 3))
+        return dataclasses.replace(self, fits=fits, campaign=campaign)
 
     def to_dict(self) -> dict[str, Any]:
         return {

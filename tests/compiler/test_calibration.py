@@ -8,10 +8,12 @@ from pathlib import Path
 import onnx
 import pytest
 
+from cimsplit.compiler import calibration
 from cimsplit.compiler.calibration import (
     ELEMENT_OPS,
     GridPoint,
     build_point,
+    calibrate,
     gemm_descriptors,
     grid,
     measured_operator,
@@ -162,3 +164,15 @@ def test_int8_element_points_read_quantized_ops_not_a_graph_input(tmp_path: Path
     assert operator_kind(op, types, kernels.get(op.name, "")) == kind and op.n_out == n_out
     inputs = {node.name: node.input[0] for node in loaded.model.graph.node}
     assert not [node for node in op.nodes if types[node] == "QuantizeLinear" and inputs[node] == "x"]
+
+
+def test_the_budget_keeps_the_fits_share_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sample keeps FIT_S_PER_SAMPLE of the budget back for the fits: with a share of 2/3 of the
+    budget the second point no longer fits (2 x 2/3 > 1), without one all three are measured; the
+    fits' time is recorded beside the measuring's."""
+    points = [GridPoint("Relu", (("c", c), ("h", 8))) for c in (8, 16, 24)]
+    monkeypatch.setattr(calibration, "FIT_S_PER_SAMPLE", 20.0)
+    kept = calibrate(budget_s=30.0, points=points, runs=2, warmup=1)
+    assert kept.campaign["measured"] == 1 and kept.campaign["fit_s"] >= 0.0
+    monkeypatch.setattr(calibration, "FIT_S_PER_SAMPLE", 0.0)
+    assert calibrate(budget_s=30.0, points=points, runs=2, warmup=1).campaign["measured"] == 3
