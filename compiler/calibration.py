@@ -1,7 +1,8 @@
 """The calibration campaign: micro-benchmarks of one operator each, measured as host profiling measures.
 
 The grid (:func:`grid`) is fixed and ordered: Conv over C_in x C_out x spatial
-size x kernel 1/3/5/7 x stride 1/2, depthwise Conv, Gemm (M_v x N_v x batch),
+size x kernel 1/3/5/7 x stride 1/2, depthwise Conv (alone and with the Clip
+onnxruntime folds into it, float only), Gemm (M_v x N_v x batch),
 and the non-GEMM operators over element counts.  Its spatial sizes (10, 18, 36,
 68, 132) are none of the zoo's (7 ... 224, 20 ... 640), so no zoo model's
 GEMM shape (M_v, N_v, N_mvm) is in it; :func:`grid` also drops any point in
@@ -45,6 +46,7 @@ from cimsplit.compiler.host_model import (
     KERNEL_SUFFIXES,
     HostModel,
     Sample,
+    anchor_kind,
     fit_samples,
     operator_features,
     operator_kind,
@@ -60,9 +62,15 @@ __all__ = ["GridPoint", "grid", "build_point", "point_model", "measure_point", "
 log = logging.getLogger(__name__)
 
 SPATIAL = (10, 18, 36, 68, 132)
-CONV_IN = (3, 16, 40, 88, 176, 344)
-CONV_OUT = (16, 40, 88, 176, 344, 680)
-DEPTHWISE = (16, 40, 88, 176, 344, 680)
+CONV_IN = (3, 16, 40, 88, 176, 344, 680, 1360)
+CONV_OUT = (16, 40, 88, 176, 344, 680, 1360)
+"""Up to the channel counts of a network's last layers (MobileNetV2's 960 and 1280, ResNet-50's 2048 at 7 x 7): a fit
+extrapolated from 344 in and 680 out under-predicted those by 15-30 %."""
+DEPTHWISE = (16, 40, 88, 176, 344, 680, 1360)
+MAX_DEPTHWISE_ELEMENTS = 12e6
+FUSED_DEPTHWISE = "Conv-depthwise+Clip"
+"""A depthwise conv with the Clip (ReLU6) onnxruntime folds into it (MobileNetV2's): float only, the quantizer folds
+a Clip into the int8 range."""
 GEMM_M = (10, 100, 500, 1500)
 GEMM_N = (40, 200, 700, 1800, 3000)
 GEMM_BATCH = (1, 3, 17)
@@ -76,7 +84,7 @@ ELEMENT_OPS = (
     "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Concat", "Split", "Slice",
     "Resize", "Softmax",
 )
-_WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, "Gemm": 1}
+_WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, FUSED_DEPTHWISE: 2, "Gemm": 1}
 
 
 def gemm_key(m: int, n: int, n_mvm: int) -> tuple[int, int, int]:
@@ -101,9 +109,9 @@ def _conv_points() -> list[GridPoint]:
     return points
 
 
-def _depthwise_points() -> list[GridPoint]:
-    return [GridPoint("Conv-depthwise", (("c", c), ("h", h), ("k", k), ("s", s)))
-            for c in DEPTHWISE for h in SPATIAL for k in (3, 5, 7) for s in (1, 2)]
+def _depthwise_points(kind: str = "Conv-depthwise") -> list[GridPoint]:
+    return [GridPoint(kind, (("c", c), ("h", h), ("k", k), ("s", s)))
+            for c in DEPTHWISE for h in SPATIAL for k in (3, 5, 7) for s in (1, 2) if c * h * h <= MAX_DEPTHWISE_ELEMENTS]
 
 
 def _gemm_points() -> list[GridPoint]:
@@ -120,7 +128,7 @@ def _element_points(op: str, rng: np.random.Generator) -> list[GridPoint]:
 
 def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
     """(M_v, N_v, N_mvm) of a GEMM point as im2col lowers it (None for element-wise points)."""
-    kind = plain_kind(point.kind).removeprefix(INT8_PREFIX)
+    kind = plain_kind(anchor_kind(point.kind)).removeprefix(INT8_PREFIX)
     if kind == "Conv":
         k, s = point.get("k"), point.get("s")
         return gemm_key(point.get("c_out"), point.get("c_in") * k * k, _out(point.get("h"), k, s) ** 2)
@@ -141,7 +149,8 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     rng = np.random.default_rng(seed)
     excluded = set(held_out)
     per_kind: dict[str, list[GridPoint]] = {
-        "Conv": _conv_points(), "Conv-depthwise": _depthwise_points(), "Gemm": _gemm_points(),
+        "Conv": _conv_points(), "Conv-depthwise": _depthwise_points(), FUSED_DEPTHWISE: _depthwise_points(FUSED_DEPTHWISE),
+        "Gemm": _gemm_points(),
     }
     for op in ELEMENT_OPS:
         per_kind[op] = _element_points(op, rng)
@@ -154,7 +163,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
         points = [p for p in points if gemm_descriptors(p) not in excluded]
         order = [points[i] for i in rng.permutation(len(points))]
         queues.append((_WEIGHTS.get(kind, 1), order))
-        if int8 and not kind.startswith(GLUE_PREFIX):
+        if int8 and not kind.startswith(GLUE_PREFIX) and kind == anchor_kind(kind):
             queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
             if onnxruntime_converts_int8_pairs():
                 for suffix in KERNEL_SUFFIXES:
@@ -232,7 +241,7 @@ def measured_operator(point: GridPoint, kinds: Sequence[tuple[Operator, str]]) -
     around it); that is the op's cost in an int8 model too, where its Q/DQ neighbours are
     charged to their producers, so the float kind stands in for the int8 one.
     """
-    base = point.kind.removeprefix(INT8_PREFIX)
+    base = anchor_kind(point.kind.removeprefix(INT8_PREFIX))
     named = [(op, kind) for op, kind in kinds if MEASURED_NODE in op.nodes]
     for op, kind in named or sorted(kinds, key=lambda item: item[1] != point.kind):
         if kind in (point.kind, base):

@@ -8,7 +8,7 @@ int8 activation an Add of two convs; binary ops and Concat read two tensors; a f
 and feeds a conv (onnxruntime runs it on their blocked layout); a Reshape or
 Flatten is read by a Relu (a view in a network, a copy as the graph's output).  :func:`keep_int8` adds
 the fork after which onnxruntime keeps a quantized side int8 (the ``-s8in`` /
-``-s8out`` / ``-s8`` kernel kinds).
+``-s8out`` / ``-s8`` kernel kinds).  A fused kind's activation (``Conv-depthwise+Clip``) follows the measured conv.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.fusion import ACTIVATIONS
 from cimsplit.compiler.host_glue import GLUE_PREFIX
-from cimsplit.compiler.host_model import INT8_PREFIX, plain_kind
+from cimsplit.compiler.host_model import FUSED_SEPARATOR, INT8_PREFIX, anchor_kind, plain_kind
 
 __all__ = ["MEASURED_NODE", "FORK_PREFIX", "GridPoint", "build_point", "build_glue_point", "keep_int8"]
 
@@ -66,7 +66,10 @@ _OPSET = 17
 def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
     """The float model of ``point`` (input ``x``, output ``y``): one node, or the measured node between neighbours."""
     rng = np.random.default_rng(seed)
-    kind = plain_kind(point.kind).removeprefix(INT8_PREFIX)
+    kind = plain_kind(anchor_kind(point.kind)).removeprefix(INT8_PREFIX)
+    activations = point.kind.split(FUSED_SEPARATOR)[1:]
+    if activations and kind not in ("Conv", "Conv-depthwise"):
+        raise ValueError(f"no calibration model for {point.kind}")
     inits: list[TensorProto] = []
 
     def const(name: str, array: np.ndarray) -> str:
@@ -152,6 +155,11 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
             nodes = [*more, helper.make_node("Relu", ["t"], ["y"])]
         else:
             nodes, outputs = _element_nodes(kind, point.variant, c, h, const, "x")
+    for op in activations:  # after the measured conv (the last but one node, or the only one)
+        anchor = nodes[-2] if len(nodes) > 1 else nodes[0]
+        more, _ = _element_nodes(op, 0, 0, 0, const, anchor.output[0] + "_anchor")
+        more[-1].output[0], anchor.output[0] = anchor.output[0], anchor.output[0] + "_anchor"
+        nodes.insert(nodes.index(anchor) + 1, more[-1])
     shapes = {"x": x_shape, SECOND_INPUT: x2_shape}
     inputs = [name for name in ("x", SECOND_INPUT) if any(name in node.input for node in nodes)]
     graph = helper.make_graph(

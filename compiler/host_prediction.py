@@ -19,7 +19,15 @@ import onnxruntime as ort
 
 from cimsplit.compiler.host_fused import activation_kernels
 from cimsplit.compiler.host_glue import GLUE_KINDS, glue_of_regions
-from cimsplit.compiler.host_model import INT8_PREFIX, HostModel, fused_activations, operator_features, operator_kind, plain_kind
+from cimsplit.compiler.host_model import (
+    INT8_PREFIX,
+    HostModel,
+    fused_activations,
+    fused_kind,
+    operator_features,
+    operator_kind,
+    plain_kind,
+)
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
@@ -87,7 +95,10 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""
         needed = [(kind, operator_features(op))]
         ran = fused.get(op.name)
-        if ran is not None and all(k in host_model.fits for k, _ in ran):  # the activation: what runs
+        pair = fused_kind(kind, fused_activations(op, node_types))
+        if pair != kind and pair in host_model.fits:  # measured with its activation (``Conv-depthwise+Clip``)
+            needed = [(pair, operator_features(op))]
+        elif ran is not None and all(k in host_model.fits for k, _ in ran):  # the activation: what runs
             needed += ran
         else:
             needed += [(prefix + act, {"n_in": float(max(op.n_out, 1)), "n_out": float(max(op.n_out, 1))})

@@ -9,6 +9,9 @@ T_host is a hand-computed number:
        plus its fused Relu (100 + 1 ns/output element, 256 elements) = 356 ns -> 8268 ns
   Flatten (100 + 1 ns per output element, 256)                          -> 356 ns
   Gemm (relative-linear 1000 + 1 ns/MAC): 10 x 256 x 1                  -> 3560 ns
+
+A calibration that measured Conv with its Relu (the fused kind ``Conv+Relu``, 500 + 1 ns/MAC) predicts the pair
+alone: 500 + 6912 = 7412 ns.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def write_calibration(path: Path, *, ort_version: str = ort.__version__, kinds: 
         "Gemm": _fit("Gemm", "relative-linear", (1000.0, 1.0, 0.0, 0.0, 0.0)),
         "Relu": _fit("Relu", "relative-elements", (100.0, 0.0, 1.0)),
         "Flatten": _fit("Flatten", "relative-elements", (100.0, 0.0, 1.0)),
+        "Conv+Relu": _fit("Conv+Relu", "relative-linear", (500.0, 1.0, 0.0, 0.0, 0.0)),
     }
     model = HostModel(ort_version=ort_version, cpu="test board", machine={"machine": "test"}, threads=1, level=level,
                       int8=False, fits={k: fits[k] for k in kinds}, campaign=campaign or {"created": "2026-01-01T00:00:00Z"})
@@ -58,6 +62,13 @@ def test_costs_are_the_hand_computed_predictions(tmp_path: Path, capsys) -> None
     assert {op["op_type"]: op["t_host_ns"] for op in costs["operators"]} == EXPECTED_NS
     assert costs["host_profile"]["predicted"] is True
     assert costs["host_profile"]["calibration"]["calibration"] == str(board)
+
+
+def test_a_fused_kind_predicts_the_conv_with_its_activation(tmp_path: Path, capsys) -> None:
+    model = save(clean_cnn(), tmp_path)
+    board = write_calibration(tmp_path / "board.json", kinds=("Conv", "Relu", "Flatten", "Gemm", "Conv+Relu"))
+    costs = _costs(capsys, str(model), "--host-model", str(board))
+    assert {op["op_type"]: op["t_host_ns"] for op in costs["operators"]} == {**EXPECTED_NS, "Conv": 7412.0}
 
 
 def test_compile_records_predicted_costs_in_the_plan(tmp_path: Path, capsys) -> None:

@@ -11,6 +11,7 @@ import pytest
 from cimsplit.compiler import calibration
 from cimsplit.compiler.calibration import (
     ELEMENT_OPS,
+    FUSED_DEPTHWISE,
     GridPoint,
     build_point,
     calibrate,
@@ -38,20 +39,22 @@ def test_grid_is_deterministic() -> None:
     assert grid() == grid()
     assert grid(int8=True) == grid(int8=True)
     assert grid(seed=1) != grid()
-    # int8 doubles the grid, and on x86 adds each int8 kind's three kernel variants (an int8 input,
-    # output or both kept int8).
+    # int8 doubles the grid but for the float-only fused kind (the quantizer folds a Clip into the int8 range),
+    # and on x86 adds each int8 kind's three kernel variants (an int8 input, output or both kept int8).
     # On x86 it also adds 12 points of each of the four layout-glue kinds (host_glue).
     glue = 48 if onnxruntime_converts_int8_pairs() else 0
-    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * len(grid()) + glue
+    fused = sum(p.kind == FUSED_DEPTHWISE for p in grid())
+    assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0
+    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - fused) + fused + glue
 
 
 def test_every_kind_comes_early() -> None:
     kinds = {"Conv", "Conv-depthwise", "Gemm", *ELEMENT_OPS}
     first = grid()[: 4 * len(kinds)]
-    assert {p.kind for p in first} == kinds
+    assert {p.kind for p in first} == kinds | {FUSED_DEPTHWISE}
     s8 = {f"int8:{k}{suffix}" for k in kinds for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
     glue = set(GLUE_KINDS) if onnxruntime_converts_int8_pairs() else set()
-    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == kinds | {f"int8:{k}" for k in kinds} | s8 | glue
+    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == kinds | {f"int8:{k}" for k in kinds} | s8 | glue | {FUSED_DEPTHWISE}
 
 
 def test_zoo_shapes_are_held_out() -> None:
@@ -176,3 +179,19 @@ def test_the_budget_keeps_the_fits_share_back(monkeypatch: pytest.MonkeyPatch) -
     assert kept.campaign["measured"] == 1 and kept.campaign["fit_s"] >= 0.0
     monkeypatch.setattr(calibration, "FIT_S_PER_SAMPLE", 0.0)
     assert calibrate(budget_s=30.0, points=points, runs=2, warmup=1).campaign["measured"] == 3
+
+
+def test_a_fused_depthwise_point_measures_the_conv_with_its_clip(tmp_path: Path) -> None:
+    """``Conv-depthwise+Clip``: the depthwise conv between its pointwise neighbours, a Clip(0, 6) after it, and the
+    operator measured is the depthwise conv with that Clip fused in (its nodes' times are the sample's)."""
+    point = GridPoint(FUSED_DEPTHWISE, (("c", 16), ("h", 10), ("k", 3), ("s", 1)))
+    model = build_point(point)
+    onnx.checker.check_model(model, full_check=True)
+    assert [node.op_type for node in model.graph.node] == ["Conv", "Conv", "Clip", "Conv"]
+    onnx.save(model, tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
+    assert [types[node] for node in op.nodes] == ["Conv", "Clip"]
+    # 16 channels, 3x3 each, 10 x 10 outputs per channel
+    assert (op.m, op.n, op.n_mvm) == gemm_descriptors(point) == (16, 9, 16 * 100)
