@@ -48,13 +48,16 @@ def _residual_block() -> onnx.ModelProto:
 
 @x86
 def test_a_residual_projection_pays_the_glue_back_to_float(tmp_path: Path) -> None:
-    """conv1's output forks (conv2 and the Add), so its pair stays int8 and the Add runs in float: conv3, fused
-    with conv2 in NHWC uint8, hands its output over as DQ -> float Transpose -> Q -> DQ, 16 x 10 x 10 elements each.
-    conv1 reads the graph input (its glue is a calibration point's too) and conv4 a float Add: no glue."""
+    """conv1's output forks (conv2 and the Add), so its pair stays int8 and the Add runs in float: conv3 hands its
+    output over as DQ -> float Transpose -> Q -> DQ, 16 x 10 x 10 elements each.  conv3 and conv4 read a tensor
+    quantized outside the NHWC chain (conv2's and the Add's QuantizeLinear) through a uint8 Transpose to NHWC, in
+    the region of their QLinearConv with that producer's DequantizeLinear: theirs (a point's conv reads a conv's
+    NHWC output, no Transpose).  conv1 reads the graph input (its glue is a calibration point's too)."""
     loaded = _loaded(_residual_block(), tmp_path)
     glue = layout_glue(loaded.model, loaded.workload)
-    assert glue == {"conv3": [("glue:DequantizeLinear", 1600.0), ("glue:QuantizeLinear", 1600.0),
-                              ("glue:Transpose-f32", 1600.0), ("glue:DequantizeLinear", 1600.0)]}
+    assert glue == {"conv3": [("glue:Transpose-u8", 1600.0), ("glue:DequantizeLinear", 1600.0), ("glue:QuantizeLinear", 1600.0),
+                              ("glue:Transpose-f32", 1600.0), ("glue:DequantizeLinear", 1600.0)],
+                    "conv4": [("glue:Transpose-u8", 1600.0)]}
 
 
 @x86
