@@ -17,9 +17,7 @@ element-wise op reading convs' outputs, an int8 activation an Add of two
 convs; a float Concat between convs; a Reshape or Flatten read by another op;
 int8: the same model through the zoo's QDQ recipe, ``models/quantize.py``), loaded by the front
 end and profiled with :func:`host_profile.profile_model` — the optimization
-level, threads and attribution of host profiling itself; a GEMM point with the
-last-level cache evicted before each run, as a network's layer finds its
-weights (:func:`last_level_cache_bytes`) — and the
+level, threads and attribution of host profiling itself — and the
 operator's latency is its nodes' medians, as :func:`host_profile.operator_latencies` sums them, less the
 DQs that only keep a pair int8 (:func:`point_time`).
 """
@@ -214,36 +212,13 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
         loaded = load(path)
-    evict = last_level_cache_bytes() if gemm_descriptors(point) is not None else 0
-    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False, evict_bytes=evict)
+    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     level = str(getattr(profile, "level", "off"))
     kernels = int8_kernels(loaded.model.graph)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""))) for op in loaded.workload.operators]
     op = measured_operator(point, kinds)
     return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
-
-
-def last_level_cache_bytes(caches: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
-    """The largest CPU cache of this machine (Linux sysfs), 32 MiB where it cannot be read.
-
-    A GEMM point is profiled with that many bytes written before each run (:func:`.ort_profiler.measure`'s
-    ``evict_bytes``): in a network each layer's weights are evicted by the others before it runs again,
-    where a point run alone keeps them in cache.  Without it MobileNetV2 int8's 7 x 7 and 14 x 14 convs ran
-    10-25 % slower in the network than their points (Zen 4: a 960 -> 160 1x1 int8 conv at 7 x 7, 41 us warm,
-    47 us after 16 MiB).
-    """
-    sizes = []
-    for index in caches.glob("index*"):
-        try:
-            text = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-        number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
-        if number.isdigit():
-            sizes.append(int(number) * unit)
-    return max(sizes, default=32 << 20)
 
 
 def point_time(op: Operator, nodes: Mapping[str, Mapping[str, Any]]) -> float:

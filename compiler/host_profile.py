@@ -273,12 +273,12 @@ class HostProfile:
 
 def profile_model(
     loaded: _Loaded, runs: int = 30, warmup: int = 5, threads: int = 1, seed: int = 0, progress: bool | None = None,
-    level: str = "all", evict_bytes: int = 0,
+    level: str = "all",
 ) -> HostProfile:
-    """Profile the front end's simplified model on this machine (``evict_bytes``: :func:`.ort_profiler.measure`'s)."""
+    """Profile the front end's simplified model on this machine."""
     return profile_onnx(
         loaded.model, fingerprint=loaded.fingerprint, input_shapes=loaded.input_shapes,
-        runs=runs, warmup=warmup, threads=threads, seed=seed, progress=progress, level=level, evict_bytes=evict_bytes,
+        runs=runs, warmup=warmup, threads=threads, seed=seed, progress=progress, level=level,
     )
 
 
@@ -293,7 +293,6 @@ def profile_onnx(
     seed: int = 0,
     progress: bool | None = None,
     level: str = "all",
-    evict_bytes: int = 0,
 ) -> HostProfile:
     """Profile any ONNX model whose nodes have unique names (see ``ort_profiler``)."""
     names = [node.name for node in model.graph.node]
@@ -302,7 +301,7 @@ def profile_onnx(
     # Nodes onnxruntime cannot load (custom domains) are left out of the measured model; see compiler/opaque.py.
     measured, unprofiled = profilable_part(model)
     measurement = measure(measured, input_shapes, runs=runs, warmup=warmup, threads=threads, seed=seed,
-                          progress=progress, level=level, evict_bytes=evict_bytes)
+                          progress=progress, level=level)
     index = {name: position for position, name in enumerate(names)}
     nodes = {
         name: {"op_type": s.op_type, "median_ns": s.median_ns, "p10_ns": s.p10_ns, "p90_ns": s.p90_ns,

@@ -114,14 +114,11 @@ def measure(
     seed: int = 0,
     progress: bool | None = None,
     level: str = "all",
-    evict_bytes: int = 0,
 ) -> Measurement:
     """Profile every node of ``model`` at ``level`` and time the whole model (see module docstring).
 
     ``progress``: ``None`` shows a tqdm bar on stderr only when it is a terminal,
-    ``False`` never, ``True`` always.  ``evict_bytes``: a buffer that large is written before each
-    profiled run, so that the model's weights are out of the caches when it starts (a calibration
-    point's, as a network's layers find theirs after the other layers ran).
+    ``False`` never, ``True`` always.
     """
     if runs < 1:
         raise CimsplitError(f"runs must be at least 1, not {runs}", hint="e.g. --runs 30")
@@ -149,10 +146,8 @@ def measure(
         times_ns: dict[str, list[int]] = {key: [] for key in timed}
         disable = None if progress is None else not progress
         with tqdm(total=warmup + runs, desc="profiling", unit="run", disable=disable, leave=False) as bar:
-            evicted = np.zeros(max(0, evict_bytes) // 8, np.int64)
             for index in range(warmup + runs):
                 for session in profiled.values():
-                    evicted += 1
                     _run(session, feeds)
                 for key, session in timed.items():
                     start = time.perf_counter_ns()

@@ -195,14 +195,3 @@ def test_a_fused_depthwise_point_measures_the_conv_with_its_clip(tmp_path: Path)
     assert [types[node] for node in op.nodes] == ["Conv", "Clip"]
     # 16 channels, 3x3 each, 10 x 10 outputs per channel
     assert (op.m, op.n, op.n_mvm) == gemm_descriptors(point) == (16, 9, 16 * 100)
-
-
-def test_the_eviction_buffer_is_the_largest_cache(tmp_path: Path) -> None:
-    """sysfs sizes (L1d 48K, L2 1024K, L3 32768K) -> the L3's 32 MiB; unreadable or absent sizes -> 32 MiB."""
-    for index, size in enumerate(("48K", "1024K", "32768K", "garbage")):
-        (tmp_path / f"index{index}").mkdir()
-        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
-    assert calibration.last_level_cache_bytes(tmp_path) == 32768 * 1024
-    (tmp_path / "index2" / "size").write_text("2M\n")
-    assert calibration.last_level_cache_bytes(tmp_path) == 2 * 1024 * 1024
-    assert calibration.last_level_cache_bytes(tmp_path / "absent") == 32 * 1024 * 1024
