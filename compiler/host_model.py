@@ -30,8 +30,8 @@ Fitting methods (``METHODS``, :mod:`cimsplit.compiler.host_regression`), chosen 
 kind by held-out mean absolute percentage error on the calibration's own
 samples: the worse of two schemes, whole shapes held out in 5 folds, and (GEMM
 kinds) one input-channel count held out at a time.  The zoo's channel counts
-(64 ... 2048) are none of the grid's and partly beyond them, so a fit must
-extrapolate in channels, which the second scheme asks of it:
+(64 ... 2048) are none of the grid's (3 ... 1360) and partly beyond them, so a fit must
+interpolate and extrapolate in channels, which the second scheme asks of it:
 
 * ``pipeit``: Pipe-it's linear regression ``t = b0 + b1 N + b2 K + b3 M + b4 NK
   + b5 KM + b6 NM`` (N = N_mvm, K = N_v, M = M_v), ordinary least squares on
