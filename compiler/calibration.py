@@ -90,8 +90,10 @@ ELEMENT_POINTS = 12
 ELEMENT_OPS = (
     "Relu", "Clip", "Sigmoid", "HardSigmoid", "Tanh", "LeakyRelu", "Add", "Mul", "Sub", "Div", "Pow",
     "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Concat", "Split", "Slice",
-    "Resize", "Softmax",
+    "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather",
 )
+"""Not HardSwish: onnxruntime runs its function body (HardSigmoid, Mul), whose kernels a point's attribution
+charged nothing; a fused HardSwish is predicted as those two kinds (:mod:`.host_prediction`)."""
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, FUSED_DEPTHWISE: 2, "Gemm": 1}
 
 

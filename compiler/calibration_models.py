@@ -52,7 +52,7 @@ BLOCKED_SECOND = "x_measured_2"
 NEIGHBOUR_OUTPUT = "x_conv"
 """The first conv's output of an int8 activation point (the Add of two convs feeds the activation)."""
 BINARY = frozenset({"Add", "Mul", "Sub", "Div", "Concat"})
-VIEWS = frozenset({"Reshape", "Flatten"})
+VIEWS = frozenset({"Reshape", "Flatten", "Squeeze"})
 """Ops that only relabel their input's shape: measured with a reader, not as the graph's output."""
 MEASURED_NODE = "calibration_measured"
 """The measured node's name when its neighbours are of its own kind (a Conv between convs)."""
@@ -197,9 +197,16 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
                    x: str, second: str = SECOND_INPUT) -> tuple[list[onnx.NodeProto], list[str]]:
     """The nodes of an element-wise point reading ``x`` (and ``second``, by default the graph input ``x2``, when binary)."""
     make = helper.make_node
-    unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "GlobalAveragePool", "Softmax"}
+    unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "Erf", "GlobalAveragePool", "Softmax"}
     if kind in unary:
         return [make(kind, [x], ["y"], **({"axis": 1} if kind == "Softmax" else {}))], ["y"]
+    if kind == "LayerNormalization":  # over the last axis, with scale and bias, as a transformer's
+        return [make(kind, [x, const("gamma", np.ones(h, np.float32)), const("beta", np.zeros(h, np.float32))], ["y"],
+                     axis=-1)], ["y"]
+    if kind == "Squeeze":
+        return [make("Squeeze", [x, const("axes", np.array([0], np.int64))], ["y"])], ["y"]
+    if kind == "Gather":  # half the channels, as a class token's or a head's selection
+        return [make("Gather", [x, const("indices", np.arange(c // 2, dtype=np.int64))], ["y"], axis=1)], ["y"]
     # Two operands of their own, as in a network: one tensor read twice would give its int8
     # DequantizeLinear two readers, which onnxruntime duplicates, keeping the pair int8.
     if kind in ("Add", "Mul", "Sub", "Div"):

@@ -66,6 +66,10 @@ class PredictedProfile(HostProfile):
                 f"onnxruntime {self.ort_version}, {self.threads} thread(s), level {self.calibration.get('level')}){profiled}")
 
 
+_RUNS_AS = {"HardSwish": (("HardSigmoid", 1), ("Mul", 2))}
+"""Activations onnxruntime runs as their ONNX function body: the kinds that predict them, with the tensors each reads."""
+
+
 def check_host_model(host_model: HostModel) -> None:
     """A calibration measured with another onnxruntime predicts another runtime: refuse it."""
     if host_model.ort_version != ort.__version__:
@@ -101,8 +105,9 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
         elif ran is not None and all(k in host_model.fits for k, _ in ran):  # the activation: what runs
             needed += ran
         else:
-            needed += [(prefix + act, {"n_in": float(max(op.n_out, 1)), "n_out": float(max(op.n_out, 1))})
-                       for act in fused_activations(op, node_types)]
+            elements = float(max(op.n_out, 1))
+            needed += [(prefix + kind_run, {"n_in": elements * reads, "n_out": elements})
+                       for act in fused_activations(op, node_types) for kind_run, reads in _RUNS_AS.get(act, ((act, 1),))]
         absent = [k for k, _ in needed if k not in host_model.fits]
         if absent:
             missing[op.name] = absent[0]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 import pytest
-from graphs import clean_cnn, save
+from graphs import OPSET, clean_cnn, parse, save, weights
 
 from cimsplit.cli import main
 from cimsplit.compiler.host_model import HostModel, KindFit, Sample
@@ -43,6 +43,8 @@ def write_calibration(path: Path, *, ort_version: str = ort.__version__, kinds: 
         "Relu": _fit("Relu", "relative-elements", (100.0, 0.0, 1.0)),
         "Flatten": _fit("Flatten", "relative-elements", (100.0, 0.0, 1.0)),
         "Conv+Relu": _fit("Conv+Relu", "relative-linear", (500.0, 1.0, 0.0, 0.0, 0.0)),
+        "HardSigmoid": _fit("HardSigmoid", "relative-elements", (100.0, 0.0, 1.0)),
+        "Mul": _fit("Mul", "relative-elements", (100.0, 1.0, 0.0)),
     }
     model = HostModel(ort_version=ort_version, cpu="test board", machine={"machine": "test"}, threads=1, level=level,
                       int8=False, fits={k: fits[k] for k in kinds}, campaign=campaign or {"created": "2026-01-01T00:00:00Z"})
@@ -69,6 +71,23 @@ def test_a_fused_kind_predicts_the_conv_with_its_activation(tmp_path: Path, caps
     board = write_calibration(tmp_path / "board.json", kinds=("Conv", "Relu", "Flatten", "Gemm", "Conv+Relu"))
     costs = _costs(capsys, str(model), "--host-model", str(board))
     assert {op["op_type"]: op["t_host_ns"] for op in costs["operators"]} == {**EXPECTED_NS, "Conv": 7412.0}
+
+
+def test_a_fused_hardswish_is_predicted_as_what_onnxruntime_runs(tmp_path: Path, capsys) -> None:
+    """onnxruntime runs HardSwish as its function body: HardSigmoid (100 + 1 ns per output element: 356 ns) and Mul
+    (100 + 1 ns per element read, two tensors of 256: 612 ns), added to the conv's 7912 ns."""
+    model = parse(f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        hs (float[1,3,8,8] x) => (float[1,10] y) {{
+          c = Conv <pads = [1,1,1,1]> (x, w)
+          r = HardSwish(c)
+          f = Flatten <axis = 1> (r)
+          y = Gemm <transB = 1> (f, fw, fb)
+        }}""", weights(w=(4, 3, 3, 3), fw=(10, 256), fb=(10,)))
+    board = write_calibration(tmp_path / "board.json", kinds=("Conv", "HardSigmoid", "Mul", "Flatten", "Gemm"), level="all",
+                              campaign={"attribution": ATTRIBUTION_VERSION})
+    costs = _costs(capsys, str(save(model, tmp_path)), "--host-model", str(board))
+    assert {op["op_type"]: op["t_host_ns"] for op in costs["operators"]} == {**EXPECTED_NS, "Conv": 7912.0 + 356.0 + 612.0}
 
 
 def test_compile_records_predicted_costs_in_the_plan(tmp_path: Path, capsys) -> None:

@@ -195,3 +195,20 @@ def test_a_fused_depthwise_point_measures_the_conv_with_its_clip(tmp_path: Path)
     assert [types[node] for node in op.nodes] == ["Conv", "Clip"]
     # 16 channels, 3x3 each, 10 x 10 outputs per channel
     assert (op.m, op.n, op.n_mvm) == gemm_descriptors(point) == (16, 9, 16 * 100)
+
+
+@pytest.mark.parametrize(("kind", "n_out"), [
+    ("Erf", 16 * 100), ("LayerNormalization", 16 * 100),
+    ("Gather", 8 * 100),  # half the channels
+    ("Squeeze", 16 * 100),  # a view, read by a Relu
+])
+def test_transformer_kinds_lower_to_one_operator_of_their_kind(tmp_path: Path, kind: str, n_out: int) -> None:
+    point = GridPoint(kind, (("c", 16), ("h", 10)))
+    model = build_point(point)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
+    assert [types[node] for node in op.nodes] == [kind]
+    assert (op.n_in, op.n_out) == (16 * 100, n_out)
