@@ -93,7 +93,7 @@ ELEMENT_OPS = (
     "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather",
 )
 """Not HardSwish: onnxruntime runs its function body (HardSigmoid, Mul), whose kernels a point's attribution
-charged nothing; a fused HardSwish is predicted as those two kinds (:mod:`.host_prediction`)."""
+charged nothing; a float HardSwish, fused or not, is predicted as those two kinds (:mod:`.host_prediction`)."""
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, FUSED_DEPTHWISE: 2, "Gemm": 1}
 
 

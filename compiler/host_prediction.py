@@ -98,6 +98,9 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
             kind = plain_kind(kind)  # a calibration from before the kernel kinds
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""
         needed = [(kind, operator_features(op))]
+        if kind not in host_model.fits and kind in _RUNS_AS:  # a float HardSwish of its own: its function body
+            elements = float(max(op.n_out, 1))
+            needed = [(body, {"n_in": elements * reads, "n_out": elements}) for body, reads in _RUNS_AS[kind]]
         ran = fused.get(op.name)
         pair = fused_kind(kind, fused_activations(op, node_types))
         if pair != kind and pair in host_model.fits:  # measured with its activation (``Conv-depthwise+Clip``)

@@ -90,6 +90,21 @@ def test_a_fused_hardswish_is_predicted_as_what_onnxruntime_runs(tmp_path: Path,
     assert {op["op_type"]: op["t_host_ns"] for op in costs["operators"]} == {**EXPECTED_NS, "Conv": 7912.0 + 356.0 + 612.0}
 
 
+def test_a_hardswish_of_its_own_is_predicted_as_its_function_body(tmp_path: Path, capsys) -> None:
+    """HardSwish on the 3 x 8 x 8 input: HardSigmoid (100 + 192 ns) and Mul (100 + 2 x 192 ns) = 776 ns."""
+    model = parse(f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        hs (float[1,3,8,8] x) => (float[1,10] y) {{
+          h = HardSwish(x)
+          c = Conv <pads = [1,1,1,1]> (h, w)
+          f = Flatten <axis = 1> (c)
+          y = Gemm <transB = 1> (f, fw, fb)
+        }}""", weights(w=(4, 3, 3, 3), fw=(10, 256), fb=(10,)))
+    board = write_calibration(tmp_path / "board.json", kinds=("Conv", "HardSigmoid", "Mul", "Flatten", "Gemm"))
+    costs = _costs(capsys, str(save(model, tmp_path)), "--host-model", str(board))
+    assert {op["op_type"]: op["t_host_ns"] for op in costs["operators"]} == {**EXPECTED_NS, "Conv": 7912.0, "HardSwish": 776.0}
+
+
 def test_compile_records_predicted_costs_in_the_plan(tmp_path: Path, capsys) -> None:
     model = save(clean_cnn(), tmp_path)
     board = write_calibration(tmp_path / "board.json")
