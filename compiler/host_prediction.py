@@ -70,6 +70,11 @@ _RUNS_AS = {"HardSwish": (("HardSigmoid", 1), ("Mul", 2))}
 """Activations onnxruntime runs as their ONNX function body: the kinds that predict them, with the tensors each reads."""
 
 
+def _element_kinds(op_type: str, elements: float, prefix: str = "") -> list[tuple[str, dict[str, float]]]:
+    """(kind, features) that predict an element-wise op of ``elements`` outputs: its own kind, or its function body's."""
+    return [(prefix + kind, {"n_in": elements * reads, "n_out": elements}) for kind, reads in _RUNS_AS.get(op_type, ((op_type, 1),))]
+
+
 def check_host_model(host_model: HostModel) -> None:
     """A calibration measured with another onnxruntime predicts another runtime: refuse it."""
     if host_model.ort_version != ort.__version__:
@@ -98,9 +103,9 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
             kind = plain_kind(kind)  # a calibration from before the kernel kinds
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""
         needed = [(kind, operator_features(op))]
+        elements = float(max(op.n_out, 1))
         if kind not in host_model.fits and kind in _RUNS_AS:  # a float HardSwish of its own: its function body
-            elements = float(max(op.n_out, 1))
-            needed = [(body, {"n_in": elements * reads, "n_out": elements}) for body, reads in _RUNS_AS[kind]]
+            needed = _element_kinds(kind, elements)
         ran = fused.get(op.name)
         pair = fused_kind(kind, fused_activations(op, node_types))
         if pair != kind and pair in host_model.fits:  # measured with its activation (``Conv-depthwise+Clip``)
@@ -108,9 +113,7 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
         elif ran is not None and all(k in host_model.fits for k, _ in ran):  # the activation: what runs
             needed += ran
         else:
-            elements = float(max(op.n_out, 1))
-            needed += [(prefix + kind_run, {"n_in": elements * reads, "n_out": elements})
-                       for act in fused_activations(op, node_types) for kind_run, reads in _RUNS_AS.get(act, ((act, 1),))]
+            needed += [item for act in fused_activations(op, node_types) for item in _element_kinds(act, elements, prefix)]
         absent = [k for k, _ in needed if k not in host_model.fits]
         if absent:
             missing[op.name] = absent[0]
