@@ -114,11 +114,12 @@ def measure(
     seed: int = 0,
     progress: bool | None = None,
     level: str = "all",
+    given_inputs: Mapping[str, np.ndarray] | None = None,
 ) -> Measurement:
     """Profile every node of ``model`` at ``level`` and time the whole model (see module docstring).
 
     ``progress``: ``None`` shows a tqdm bar on stderr only when it is a terminal,
-    ``False`` never, ``True`` always.
+    ``False`` never, ``True`` always.  ``given_inputs`` are fed as they are, the other inputs random.
     """
     if runs < 1:
         raise CimsplitError(f"runs must be at least 1, not {runs}", hint="e.g. --runs 30")
@@ -128,7 +129,7 @@ def measure(
         raise CimsplitError(f"threads must be at least 1, not {threads}", hint="e.g. --threads 1")
     if level not in LEVELS:
         raise CimsplitError(f"unknown profiling level {level!r}", hint=f"use one of {', '.join(LEVELS)}")
-    feeds = random_inputs(model, input_shapes or {}, seed)
+    feeds = random_inputs(model, input_shapes or {}, seed, given_inputs)
     payload = model.SerializeToString()
     load_before = load_average()
     folder = tempfile.mkdtemp(prefix="cimsplit-profile-")
@@ -186,13 +187,14 @@ def optimized_model(model: onnx.ModelProto, level: str = "all", threads: int = 1
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def random_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]], seed: int) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input: floats standard normal, integers in [0, 3)."""
+def random_inputs(model: onnx.ModelProto, input_shapes: Mapping[str, tuple[int, ...]], seed: int,
+                  given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs for every graph input: floats standard normal, integers in [0, 3); those in ``given`` as given."""
     rng = np.random.default_rng(seed)
     initializers = {init.name for init in model.graph.initializer}
-    feeds: dict[str, np.ndarray] = {}
+    feeds: dict[str, np.ndarray] = dict(given or {})
     for value in model.graph.input:
-        if value.name in initializers:
+        if value.name in initializers or value.name in feeds:
             continue
         if not value.type.HasField("tensor_type"):
             raise CimsplitError(f"graph input {value.name!r} is not a tensor", hint="cimsplit profiles tensor inputs only")

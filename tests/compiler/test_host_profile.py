@@ -213,6 +213,10 @@ def test_random_inputs_are_seeded_and_match_dtypes():
     assert all(np.array_equal(feeds[k], again[k]) for k in feeds)
     with pytest.raises(CimsplitError, match="--input-shape i=D0,D1"):
         random_inputs(model, {}, seed=1)
+    given = np.ones(2, np.float16)
+    fed = random_inputs(model, {"i": (3, 4)}, seed=1, given={"f": given})
+    assert fed["f"] is given and np.array_equal(fed["i"], feeds["i"])  # a given input is fed as it is, unknown dims or not
+    assert random_inputs(model, {}, seed=1, given={"i": feeds["i"], "f": given})["i"] is feeds["i"]
 
 
 def test_cache_profiles_once_per_model(tmp_path, monkeypatch):
