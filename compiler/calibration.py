@@ -19,7 +19,11 @@ int8: the same model through the zoo's QDQ recipe, ``models/quantize.py``), load
 end and profiled with :func:`host_profile.profile_model` — the optimization
 level, threads and attribution of host profiling itself — and the
 operator's latency is its nodes' medians, as :func:`host_profile.operator_latencies` sums them, less the
-DQs that only keep a pair int8 (:func:`point_time`).
+DQs that only keep a pair int8 (:func:`point_time`).  A GEMM point is profiled a second time after
+reading the machine's last-level cache's worth of memory (:func:`calibration_models.flushed`,
+:func:`last_level_cache_bytes`), and its weights' share of what that adds is kept (:func:`in_network_ns`):
+a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
+reading them (EfficientNet-B0's squeeze-and-excitation convs ran 2-3.5x their points' time without it).
 """
 
 from __future__ import annotations
@@ -40,12 +44,15 @@ import onnx
 import onnxruntime as ort
 
 from cimsplit.compiler.calibration_models import (
+    FLUSH_PREFIX,
     FORK_PREFIX,
     IMAGE_CHANNELS,
     MEASURED_NODE,
     GridPoint,
     build_glue_point,
     build_point,
+    flush_buffer,
+    flushed,
     keep_int8,
 )
 from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX
@@ -65,11 +72,14 @@ from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
-__all__ = ["GridPoint", "grid", "build_point", "point_model", "measure_point", "measured_operator", "calibrate", "SPATIAL", "gemm_key"]
+__all__ = ["GridPoint", "grid", "build_point", "point_model", "measure_point", "measured_operator", "calibrate", "SPATIAL", "gemm_key",
+           "last_level_cache_bytes", "in_network_ns"]
 
 log = logging.getLogger(__name__)
 
 SPATIAL = (10, 18, 36, 68, 132)
+POOLED = 1
+"""The spatial size of 1x1 Conv points on a pooled tensor (squeeze-and-excitation, heads after a global pool)."""
 CONV_IN = (3, 16, 40, 88, 176, 344, 680, 1360)
 CONV_OUT = (16, 40, 88, 176, 344, 680, 1360)
 """Up to the channel counts of a network's last layers (MobileNetV2's 960 and 1280, ResNet-50's 2048 at 7 x 7): a fit
@@ -110,9 +120,9 @@ def _conv_points() -> list[GridPoint]:
     points = []
     for c_in in CONV_IN:
         for c_out in CONV_OUT:
-            for h in SPATIAL:
-                for k in (1, 3, 5, 7):
-                    for s in (1, 2):
+            for h in (POOLED, *SPATIAL):
+                for k in ((1,) if h == POOLED else (1, 3, 5, 7)):
+                    for s in ((1,) if h == POOLED else (1, 2)):
                         macs = c_out * c_in * k * k * _out(h, k, s) ** 2
                         image_wide = c_in == IMAGE_CHANNELS and c_out > 680  # a first layer has few outputs
                         if macs <= MAX_MACS and not (k > 3 and c_in * c_out > 176 * 176) and not image_wide:
@@ -188,8 +198,9 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     return ordered
 
 
-def point_model(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
-    """The model a (non-glue) point measures: :func:`build_point`, through the zoo's QDQ recipe for an int8 kind."""
+def point_model(point: GridPoint, seed: int = 0, flush_bytes: int = 0) -> onnx.ModelProto:
+    """The model a (non-glue) point measures: :func:`build_point`, through the zoo's QDQ recipe for an int8 kind;
+    a GEMM point :func:`flushed` with ``flush_bytes`` (when positive)."""
     model = build_point(point, seed)
     if point.kind.startswith(INT8_PREFIX):
         from cimsplit.models.quantize import quantize_qdq
@@ -198,29 +209,76 @@ def point_model(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
         kernel = point.kind.removeprefix(plain_kind(point.kind))
         if kernel:
             model = keep_int8(model, inputs=kernel in ("-s8in", "-s8"), outputs=kernel in ("-s8out", "-s8"))
+    if flush_bytes > 0 and gemm_descriptors(point) is not None:
+        model = flushed(model, flush_bytes)
     return model
 
 
-def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int = 0) -> tuple[Sample, str]:
-    """Build, load and profile one point: its operator's sample (less the DQs :func:`keep_int8` adds) and the
-    profiled optimization level."""
+def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int = 0,
+                  flush_bytes: int = 0) -> tuple[Sample, str]:
+    """Build, load and profile one point (:func:`point_model`): its operator's sample (less the DQs
+    :func:`keep_int8` adds) and the profiled optimization level.
+
+    With ``flush_bytes``, a GEMM point is profiled twice, as it is and :func:`flushed`, and its time is
+    :func:`in_network_ns` of the two.
+    """
+    if point.kind.startswith(GLUE_PREFIX):
+        return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
+    sample, level = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
+    if flush_bytes > 0 and gemm_descriptors(point) is not None:
+        cold, _ = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed, flush_bytes=flush_bytes)
+        sample = Sample(sample.kind, sample.features, in_network_ns(sample.features, sample.t_ns, cold.t_ns))
+    return sample, level
+
+
+def in_network_ns(features: Mapping[str, float], hot_ns: float, flushed_ns: float) -> float:
+    """A GEMM operator's time in a network, from its point's time as it is (``hot_ns``) and :func:`flushed`.
+
+    In a network a layer finds its weights evicted by the other layers but its output buffer (an arena
+    block the layers before it just freed) in cache; the flush makes both cold.  What the flush adds is
+    split between the two by their element counts (``m * n`` weights, ``n_out`` outputs) and only the
+    weights' share is kept: pointwise convs on a pooled tensor keep nearly all of it (a 1152 -> 48 1x1 conv
+    at 1 x 1: 5.5 us, 15 us flushed, 13-16 us in EfficientNet-B0), depthwise convs nearly none (their
+    weights are k x k per channel, and flushed they ran 20-50 % over their times in MobileNetV2).
+    """
+    weights, outputs = features["m"] * features["n"], features["n_out"]
+    return hot_ns + max(0.0, flushed_ns - hot_ns) * weights / max(weights + outputs, 1.0)
+
+
+def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int,
+                     flush_bytes: int = 0) -> tuple[Sample, str]:
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.host_profile import profile_model
 
-    if point.kind.startswith(GLUE_PREFIX):
-        return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
-    model = point_model(point, seed)
+    model = point_model(point, seed, flush_bytes)
     with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
         loaded = load(path)
-    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
+    given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if flush_bytes > 0 and gemm_descriptors(point) is not None else {}
+    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False,
+                            given_inputs=given)
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     level = str(getattr(profile, "level", "off"))
     kernels = int8_kernels(loaded.model.graph)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""))) for op in loaded.workload.operators]
     op = measured_operator(point, kinds)
     return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
+
+
+def last_level_cache_bytes(caches: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """The largest CPU cache of this machine (Linux sysfs), 32 MiB where it cannot be read."""
+    sizes = []
+    for index in caches.glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
+        if number.isdigit():
+            sizes.append(int(number) * unit)
+    return max(sizes, default=32 << 20)
 
 
 def point_time(op: Operator, nodes: Mapping[str, Mapping[str, Any]]) -> float:
@@ -278,9 +336,12 @@ core, after the measuring had spent the whole budget."""
 def calibrate(
     *, threads: int = 1, int8: bool = False, budget_s: float = 300.0, runs: int = 5, warmup: int = 2, seed: int = 0,
     held_out: Iterable[tuple[int, int, int]] = (), progress: Callable[[int, int, float], None] | None = None,
-    points: Sequence[GridPoint] | None = None,
+    points: Sequence[GridPoint] | None = None, flush_bytes: int | None = None,
 ) -> HostModel:
     """Measure grid points until the budget is spent, then fit every kind (see the module docstring).
+
+    A GEMM point is also profiled after reading ``flush_bytes`` (by default :func:`last_level_cache_bytes`;
+    0: not) — :func:`measure_point`.
 
     A point is skipped when its estimated cost (per-kind overhead plus the
     work times the kind's measured ns per unit) does not fit in what is left
@@ -292,6 +353,7 @@ def calibrate(
     if not budget_s > 0:
         raise CimsplitError(f"--budget-s must be positive, not {budget_s:g}")
     todo = list(points) if points is not None else grid(int8=int8, seed=seed, held_out=held_out)
+    flush_bytes = last_level_cache_bytes() if flush_bytes is None else max(0, flush_bytes)
     start = time.perf_counter()
     load_before = os.getloadavg()
     samples: list[Sample] = []
@@ -311,7 +373,8 @@ def calibrate(
             continue
         begun = time.perf_counter()
         try:
-            sample, level = measure_point(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
+            sample, level = measure_point(point, threads=threads, runs=runs, warmup=warmup, seed=seed,
+                                          flush_bytes=flush_bytes)
         except RuntimeError as exc:  # a point the front end or onnxruntime lowers into another kind
             log.warning("skipping a calibration point: %s", exc)
             failed += 1
@@ -330,7 +393,7 @@ def calibrate(
         raise CimsplitError(f"the budget of {budget_s:g} s measured no calibration point", hint="raise --budget-s")
     return fitted_model(samples, threads=threads, int8=int8, level=level, campaign={
         "budget_s": budget_s, "elapsed_s": round(elapsed_s, 3), "grid_points": len(todo), "measured": len(samples),
-        "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed,
+        "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed, "flush_bytes": flush_bytes,
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
         "attribution": ATTRIBUTION_VERSION,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

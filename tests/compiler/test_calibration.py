@@ -5,22 +5,28 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from cimsplit.compiler import calibration
 from cimsplit.compiler.calibration import (
     ELEMENT_OPS,
     FUSED_DEPTHWISE,
+    POOLED,
     GridPoint,
     build_point,
     calibrate,
     gemm_descriptors,
     grid,
+    in_network_ns,
+    last_level_cache_bytes,
+    measure_point,
     measured_operator,
     point_model,
 )
-from cimsplit.compiler.calibration_models import MEASURED_NODE
+from cimsplit.compiler.calibration_models import FLUSH_PREFIX, MEASURED_NODE, flush_buffer
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_glue import GLUE_KINDS
 from cimsplit.compiler.host_model import operator_features, operator_kind, plain_kind
@@ -212,3 +218,65 @@ def test_transformer_kinds_lower_to_one_operator_of_their_kind(tmp_path: Path, k
     op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
     assert [types[node] for node in op.nodes] == [kind]
     assert (op.n_in, op.n_out) == (16 * 100, n_out)
+
+
+def test_pooled_points_are_pointwise_convs_on_one_pixel() -> None:
+    """Squeeze-and-excitation convs and heads after a global pool: 1x1, stride 1, one output pixel (one MVM)."""
+    pooled = [p for p in grid() if p.kind == "Conv" and p.get("h") == POOLED]
+    assert len(pooled) == 8 * 7 - 1  # every C_in x C_out pair of the grid but the 1360-output image conv
+    assert {(p.get("k"), p.get("s")) for p in pooled} == {(1, 1)}
+    assert gemm_descriptors(pooled[0]) == (pooled[0].get("c_out"), pooled[0].get("c_in"), 1)
+
+
+def test_a_flushed_point_reads_the_buffer_first_and_computes_the_same(tmp_path: Path) -> None:
+    """A GEMM point's model reads the flush input before anything else, its output is the unflushed model's to
+    the bit (x + 0 * max), and the measured operator is the same conv; an element-wise point is never flushed."""
+    point = GridPoint("Conv", (("c_in", 16), ("c_out", 40), ("h", POOLED), ("k", 1), ("s", 1)))
+    plain, model = point_model(point), point_model(point, flush_bytes=4096)
+    assert [i.name for i in model.graph.input] == ["x", FLUSH_PREFIX]
+    assert [d.dim_value for d in model.graph.input[1].type.tensor_type.shape.dim] == [1024]
+    assert model.graph.node[0].input[0] == FLUSH_PREFIX and model.graph.node[0].op_type == "ReduceMax"
+    onnx.checker.check_model(model, full_check=True)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]  # the neighbour conv's input
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    flush = flush_buffer(4096)
+    assert flush.shape == (1024,) and flush_buffer(4096) is flush  # written once per campaign
+    (want,) = ort.InferenceSession(plain.SerializeToString()).run(None, {"x": x})
+    (got,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x, FLUSH_PREFIX: flush})
+    assert np.array_equal(want, got)
+    onnx.save(model, tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
+    assert [types[node] for node in op.nodes] == ["Conv"] and (op.m, op.n, op.n_mvm) == (40, 16, 1)
+    relu = GridPoint("Relu", (("c", 16), ("h", 10)))
+    assert point_model(relu, flush_bytes=4096) == point_model(relu)
+
+
+def test_a_flushed_point_is_measured_as_its_conv_alone() -> None:
+    """Measured with a flush, a point's sample is its conv's: the same features as without (the flush's own
+    nodes are other operators), and a positive time."""
+    point = GridPoint("Conv", (("c_in", 16), ("c_out", 40), ("h", 10), ("k", 3), ("s", 1)))
+    plain, _ = measure_point(point, threads=1, runs=1, warmup=0)
+    sample, _ = measure_point(point, threads=1, runs=1, warmup=0, flush_bytes=1 << 16)
+    assert sample.features == plain.features and sample.kind == "Conv" and sample.t_ns > 0
+
+
+def test_a_network_keeps_the_weights_share_of_the_flush() -> None:
+    """40 x 16 = 640 weights and 160 outputs: 1000 ns as it is, 1800 flushed -> 1000 + 800 * 640 / 800 = 1640;
+    a flushed run faster than the plain one adds nothing (noise, not a cache effect)."""
+    features = {"m": 40.0, "n": 16.0, "n_out": 160.0}
+    assert in_network_ns(features, 1000.0, 1800.0) == 1640.0
+    assert in_network_ns(features, 1000.0, 900.0) == 1000.0
+    assert in_network_ns({"m": 8.0, "n": 9.0, "n_out": 8.0 * 100}, 1000.0, 2000.0) == 1000.0 + 1000.0 * 72 / 872
+
+
+def test_the_flush_is_the_largest_cache(tmp_path: Path) -> None:
+    """sysfs sizes (L1d 48K, L2 1024K, L3 32768K) -> the L3's 32 MiB; unreadable or absent sizes -> 32 MiB."""
+    for index, size in enumerate(("48K", "1024K", "32768K", "garbage")):
+        (tmp_path / f"index{index}").mkdir()
+        (tmp_path / f"index{index}" / "size").write_text(size + "\n")
+    assert last_level_cache_bytes(tmp_path) == 32 << 20
+    (tmp_path / "index2" / "size").write_text("2M\n")
+    assert last_level_cache_bytes(tmp_path) == 2 << 20
+    assert last_level_cache_bytes(tmp_path / "absent") == 32 << 20
