@@ -73,6 +73,7 @@ def test_a_folded_relu_runs_nothing(tmp_path: Path) -> None:
     ("Relu", []),  # applied in the conv kernel's registers
     ("Clip", [("Clip", 1600.0, 1600.0)]),  # folded into the FusedConv, applied in a pass over its 16 x 10 x 10 outputs
     ("SiLU", [("Sigmoid", 1600.0, 1600.0)]),  # onnxruntime's QuickGelu: x * sigmoid(x) in one pass
+    ("HardSwish", [("HardSigmoid", 1600.0, 1600.0)]),  # folded: x * HardSigmoid(x) in one pass, not its function body
 ])
 def test_a_float_activation_costs_its_kernels_or_its_pass_over_the_output(tmp_path: Path, activation: str,
                                                                            expected: list) -> None:
