@@ -2,10 +2,13 @@
 
     cimsplit calibrate -o board.json [--threads 1] [--int8] [--budget-s 300] [--runs 5] [--warmup 2] [--force]
     cimsplit calibrate -o new.json --refit board.json
+    cimsplit calibrate -o new.json --extend board.json [--budget-s 300]
 
 ``--refit`` measures nothing: it fits the samples an earlier calibration
 recorded with this cimsplit's predictors and writes them with that
-calibration's machine and campaign.
+calibration's machine and campaign.  ``--extend`` keeps an earlier
+calibration's samples (of this machine, onnxruntime and thread count) and
+measures only the kinds it has none of, those a newer cimsplit calibrates.
 
 Runs the micro-benchmark grid of :mod:`cimsplit.compiler.calibration` (one
 operator per model, profiled as ``cimsplit profile`` profiles) until the time
@@ -37,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up runs per point (default 2)")
     parser.add_argument("--refit", metavar="CALIBRATION", default=None,
                         help="fit the samples of an earlier calibration again with this cimsplit's predictors (no measuring)")
+    parser.add_argument("--extend", metavar="CALIBRATION", default=None,
+                        help="keep an earlier calibration's samples and measure only the kinds it lacks")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -54,11 +59,16 @@ def run(args: argparse.Namespace) -> int:
         raise CimsplitError(f"{output} already exists", hint="pass --force to overwrite it")
     if args.runs < 1 or args.warmup < 0:
         raise CimsplitError("--runs must be at least 1 and --warmup zero or more")
+    if args.refit is not None and args.extend is not None:
+        raise CimsplitError("--refit and --extend are two ways of starting from a calibration: pass one")
     if args.refit is not None:
         from cimsplit.compiler.host_model import HostModel
 
         model = HostModel.load(args.refit).refit()
     else:
+        from cimsplit.compiler.host_model import HostModel
+
+        extend = HostModel.load(args.extend) if args.extend is not None else None
         with tqdm(total=int(args.budget_s), desc="calibrating", unit="s", disable=args.no_progress or None,
                   leave=False) as bar:
             def progress(done: int, total: int, elapsed_s: float) -> None:
@@ -67,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                 bar.refresh()
 
             model = calibrate(threads=args.threads, int8=args.int8, budget_s=args.budget_s, runs=args.runs,
-                              warmup=args.warmup, progress=progress)
+                              warmup=args.warmup, progress=progress, extend=extend)
     try:
         model.save(output)
     except OSError as exc:
@@ -75,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     campaign = model.campaign
     if args.refit is not None:
         print(f"refitted the {len(model.samples)} samples of {args.refit}")
+    if args.extend is not None:
+        print(f"kept the {campaign['kept']} samples of {args.extend}")
     print(f"calibrated {campaign['measured']} of {campaign['grid_points']} points in {campaign['elapsed_s']:.0f} s "
           f"and fitted them in {campaign.get('fit_s', 0.0):.0f} s (budget {args.budget_s:g} s); cpu {model.cpu}, "
           f"onnxruntime {model.ort_version}, {model.threads} thread(s), level {model.level}")

@@ -2,7 +2,8 @@
 
 The grid (:func:`grid`) is fixed and ordered: Conv over C_in x C_out x spatial
 size x kernel 1/3/5/7 x stride 1/2, depthwise Conv (alone and with the Clip
-onnxruntime folds into it, float only), Gemm (M_v x N_v x batch),
+onnxruntime folds into it, float only), Gemm (M_v x N_v x batch), MatMul of two
+activations (batch x rows x depth x columns, attention's products),
 and the non-GEMM operators over element counts.  Its spatial sizes (10, 18, 36,
 68, 132) are none of the zoo's (7 ... 224, 20 ... 640), so no zoo model's
 GEMM shape (M_v, N_v, N_mvm) is in it; :func:`grid` also drops any point in
@@ -73,7 +74,8 @@ from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
 __all__ = ["GridPoint", "grid", "build_point", "point_model", "measure_point", "measured_operator", "calibrate", "SPATIAL", "gemm_key",
-           "last_level_cache_bytes", "in_network_ns"]
+           "last_level_cache_bytes", "in_network_ns",
+           "has_weights"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,11 @@ a Clip into the int8 range."""
 GEMM_M = (10, 100, 500, 1500)
 GEMM_N = (40, 200, 700, 1800, 3000)
 GEMM_BATCH = (1, 3, 17)
+MATMUL_BATCH = (1, 4)
+MATMUL_ROWS = (16, 60, 260)
+MATMUL_DEPTH = (16, 40, 100)
+MATMUL_COLUMNS = (16, 60, 260)
+"""A MatMul of two activations, (b, m, k) x (b, k, n): attention's, whose heads are the batch."""
 ELEMENT_CHANNELS = (16, 40, 88, 176, 344)
 MAX_MACS = 250e6
 MAX_ELEMENTS = 3e6
@@ -139,6 +146,11 @@ def _gemm_points() -> list[GridPoint]:
     return [GridPoint("Gemm", (("m", m), ("n", n), ("b", b))) for m in GEMM_M for n in GEMM_N for b in GEMM_BATCH]
 
 
+def _matmul_points() -> list[GridPoint]:
+    return [GridPoint("MatMul", (("b", b), ("m", m), ("k", k), ("n", n)))
+            for b in MATMUL_BATCH for m in MATMUL_ROWS for k in MATMUL_DEPTH for n in MATMUL_COLUMNS]
+
+
 def _element_points(op: str, rng: np.random.Generator) -> list[GridPoint]:
     shapes = [(c, h) for c in ELEMENT_CHANNELS for h in SPATIAL if c * h * h <= MAX_ELEMENTS]
     variants = 2 if op == "MaxPool" else 1
@@ -158,7 +170,15 @@ def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
         return gemm_key(c, k * k, _out(point.get("h"), k, s) ** 2 * c)
     if kind == "Gemm":
         return gemm_key(point.get("m"), point.get("n"), point.get("b"))
+    if kind == "MatMul":
+        return gemm_key(point.get("n"), point.get("k"), point.get("b") * point.get("m"))
     return None
+
+
+def has_weights(point: GridPoint) -> bool:
+    """A point whose operator reads a constant weight (what :func:`flushed` evicts): a GEMM point but a MatMul of
+    two activations."""
+    return gemm_descriptors(point) is not None and plain_kind(point.kind).removeprefix(INT8_PREFIX) != "MatMul"
 
 
 def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, int]] = ()) -> list[GridPoint]:
@@ -175,6 +195,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     }
     for op in ELEMENT_OPS:
         per_kind[op] = _element_points(op, rng)
+    per_kind["MatMul"] = _matmul_points()
     if int8 and onnxruntime_converts_int8_pairs():  # the layout glue of the NHWC int8 chain (host_glue)
         glue_rng = np.random.default_rng(seed + 1)  # its own stream: the other kinds' order stays as it was
         for kind in GLUE_KINDS:
@@ -200,7 +221,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
 
 def point_model(point: GridPoint, seed: int = 0, flush_bytes: int = 0) -> onnx.ModelProto:
     """The model a (non-glue) point measures: :func:`build_point`, through the zoo's QDQ recipe for an int8 kind;
-    a GEMM point :func:`flushed` with ``flush_bytes`` (when positive)."""
+    a point that :func:`has_weights` :func:`flushed` with ``flush_bytes`` (when positive)."""
     model = build_point(point, seed)
     if point.kind.startswith(INT8_PREFIX):
         from cimsplit.models.quantize import quantize_qdq
@@ -209,7 +230,7 @@ def point_model(point: GridPoint, seed: int = 0, flush_bytes: int = 0) -> onnx.M
         kernel = point.kind.removeprefix(plain_kind(point.kind))
         if kernel:
             model = keep_int8(model, inputs=kernel in ("-s8in", "-s8"), outputs=kernel in ("-s8out", "-s8"))
-    if flush_bytes > 0 and gemm_descriptors(point) is not None:
+    if flush_bytes > 0 and has_weights(point):
         model = flushed(model, flush_bytes)
     return model
 
@@ -219,13 +240,13 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     """Build, load and profile one point (:func:`point_model`): its operator's sample (less the DQs
     :func:`keep_int8` adds) and the profiled optimization level.
 
-    With ``flush_bytes``, a GEMM point is profiled twice, as it is and :func:`flushed`, and its time is
+    With ``flush_bytes``, a point that :func:`has_weights` is profiled twice, as it is and :func:`flushed`, and its time is
     :func:`in_network_ns` of the two.
     """
     if point.kind.startswith(GLUE_PREFIX):
         return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
     sample, level = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
-    if flush_bytes > 0 and gemm_descriptors(point) is not None:
+    if flush_bytes > 0 and has_weights(point):
         cold, _ = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed, flush_bytes=flush_bytes)
         sample = Sample(sample.kind, sample.features, in_network_ns(sample.features, sample.t_ns, cold.t_ns))
     return sample, level
@@ -255,7 +276,7 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
         loaded = load(path)
-    given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if flush_bytes > 0 and gemm_descriptors(point) is not None else {}
+    given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if flush_bytes > 0 and has_weights(point) else {}
     profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False,
                             given_inputs=given)
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
@@ -336,12 +357,14 @@ core, after the measuring had spent the whole budget."""
 def calibrate(
     *, threads: int = 1, int8: bool = False, budget_s: float = 300.0, runs: int = 5, warmup: int = 2, seed: int = 0,
     held_out: Iterable[tuple[int, int, int]] = (), progress: Callable[[int, int, float], None] | None = None,
-    points: Sequence[GridPoint] | None = None, flush_bytes: int | None = None,
+    points: Sequence[GridPoint] | None = None, flush_bytes: int | None = None, extend: HostModel | None = None,
 ) -> HostModel:
     """Measure grid points until the budget is spent, then fit every kind (see the module docstring).
 
-    A GEMM point is also profiled after reading ``flush_bytes`` (by default :func:`last_level_cache_bytes`;
-    0: not) — :func:`measure_point`.
+    A point that :func:`has_weights` is also profiled after reading ``flush_bytes`` (by default
+    :func:`last_level_cache_bytes`; 0: not) — :func:`measure_point`.  ``extend``: an earlier
+    calibration of this machine, whose samples are kept; only the kinds it has none of are measured
+    (those a newer cimsplit calibrates), at its threads.
 
     A point is skipped when its estimated cost (per-kind overhead plus the
     work times the kind's measured ns per unit) does not fit in what is left
@@ -352,11 +375,17 @@ def calibrate(
         raise CimsplitError(f"--threads must be at least 1, not {threads}")
     if not budget_s > 0:
         raise CimsplitError(f"--budget-s must be positive, not {budget_s:g}")
+    kept: list[Sample] = []
+    if extend is not None:
+        _check_extendable(extend, threads)
+        kept, int8 = list(extend.samples), int8 or extend.int8
     todo = list(points) if points is not None else grid(int8=int8, seed=seed, held_out=held_out)
+    if extend is not None:
+        todo = [point for point in todo if point.kind not in {sample.kind for sample in kept}]
     flush_bytes = last_level_cache_bytes() if flush_bytes is None else max(0, flush_bytes)
     start = time.perf_counter()
     load_before = os.getloadavg()
-    samples: list[Sample] = []
+    samples: list[Sample] = list(kept)
     overhead_s: dict[str, float] = {}
     ns_per_unit: dict[str, list[float]] = {}
     skipped = failed = 0
@@ -392,12 +421,28 @@ def calibrate(
     if not samples:
         raise CimsplitError(f"the budget of {budget_s:g} s measured no calibration point", hint="raise --budget-s")
     return fitted_model(samples, threads=threads, int8=int8, level=level, campaign={
-        "budget_s": budget_s, "elapsed_s": round(elapsed_s, 3), "grid_points": len(todo), "measured": len(samples),
+        "budget_s": budget_s, "elapsed_s": round(elapsed_s, 3), "grid_points": len(todo), "measured": len(samples) - len(kept),
         "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed, "flush_bytes": flush_bytes,
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
-        "attribution": ATTRIBUTION_VERSION,
+        "attribution": ATTRIBUTION_VERSION, "extends": None if extend is None else extend.source, "kept": len(kept),
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
+
+
+def _check_extendable(earlier: HostModel, threads: int) -> None:
+    """An extended calibration must have been measured here, as this campaign measures."""
+    from cimsplit.compiler.host_profile import cpu_model
+
+    here = {"onnxruntime": ort.__version__, "cpu": cpu_model(), "threads": threads, "attribution": ATTRIBUTION_VERSION}
+    there = {"onnxruntime": earlier.ort_version, "cpu": earlier.cpu, "threads": earlier.threads,
+             "attribution": earlier.campaign.get("attribution")}
+    differ = [key for key in here if here[key] != there[key]]
+    if differ:
+        key = differ[0]
+        raise CimsplitError(f"{earlier.source!r} was calibrated with {key} {there[key]}, this campaign's is {here[key]}",
+                            hint="calibrate the board anew (without --extend)")
+    if not earlier.samples:
+        raise CimsplitError(f"{earlier.source!r} recorded no samples to keep", hint="calibrate the board anew")
 
 
 def fitted_model(samples: Sequence[Sample], *, threads: int, int8: bool, campaign: dict, level: str) -> HostModel:

@@ -122,6 +122,14 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
         x_shape = [b, n]
         nodes = [helper.make_node("Gemm", ["x", const("w", weight((m, n))), const("b", np.zeros(m, np.float32))], ["y"],
                                   transB=1)]
+    elif kind == "MatMul":
+        # Two activations, as attention's Q K^T and A V: each operand made by a product with a weight (so
+        # quantized as a network's are), the measured product (b, m, k) x (b, k, n) reading both.
+        b, m, k, n = point.get("b"), point.get("m"), point.get("k"), point.get("n")
+        x_shape, x2_shape = [b, m, k], [b, k, n]
+        nodes = [helper.make_node("MatMul", ["x", const("w_a", weight((k, k)))], [MEASURED_INPUT]),
+                 helper.make_node("MatMul", [SECOND_INPUT, const("w_b", weight((n, n)))], [BLOCKED_SECOND]),
+                 helper.make_node("MatMul", [MEASURED_INPUT, BLOCKED_SECOND], ["y"], name=MEASURED_NODE)]
     else:
         c, h = point.get("c"), point.get("h")
         x_shape = x2_shape = [1, c, h, h]

@@ -256,6 +256,9 @@ def operator_features(op: Operator) -> dict[str, float]:
     if op.m is not None and op.n is not None and op.n_mvm is not None:
         kernel = op.weight_shape[2] if op.weight_shape is not None and len(op.weight_shape) == 4 else 1
         features.update(m=float(op.m), n=float(op.n), n_mvm=float(op.n_mvm), k=float(kernel))
+    elif op.product_shape is not None:  # a MatMul of two activations: GEMM descriptors as a Gemm's
+        rows, depth, columns = op.product_shape
+        features.update(m=float(columns), n=float(depth), n_mvm=float(rows), k=1.0)
     return features
 
 

@@ -172,6 +172,7 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
             in_bytes=in_bytes[gi], out_bytes=out_bytes[gi],
             graph_input_bytes=graph_in_bytes[gi], graph_output_bytes=graph_out_bytes[gi],
             graph_inputs_moved=tuple(graph_in_moved[gi]), graph_outputs_moved=tuple(graph_out_moved[gi]),
+            product_shape=_product_shape(nodes[groups[gi].anchor], lowering[groups[gi].anchor], consts, shapes),
         )
         for gi in order
     )
@@ -195,6 +196,17 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
         outputs={vi.name: shapes.get(vi.name) or () for vi in graph_proto.output},
         constant_nodes=_used_constant_nodes(nodes, graph, consts),
     )
+
+
+def _product_shape(node: onnx.NodeProto, low: Lowering, consts: set[str],
+                   shapes: dict[str, tuple[int, ...] | None]) -> tuple[int, int, int] | None:
+    """(rows, K, columns) of a MatMul whose operands are both activations, when their shapes are known."""
+    if node.op_type != "MatMul" or low.gemm is not None or len(node.input) != 2 or set(node.input) & consts:
+        return None
+    a, b, out = shapes.get(node.input[0]), shapes.get(node.input[1]), shapes.get(node.output[0])
+    if not a or not b or not out or len(a) < 2 or len(b) < 2 or not all(d > 0 for d in (*a, *b, *out)):
+        return None
+    return (_elements(out) // b[-1], a[-1], b[-1])
 
 
 def _used_constant_nodes(nodes: list[onnx.NodeProto], graph: Graph, consts: set[str]) -> tuple[str, ...]:

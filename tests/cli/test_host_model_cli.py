@@ -205,6 +205,12 @@ def test_refit_fits_the_recorded_samples_again_and_leaves_the_input_alone(tmp_pa
     assert new.campaign["refitted_from"] == str(old) and new.cpu == "test board" and new.samples == samples
 
 
+def test_refit_and_extend_together_are_an_error(tmp_path: Path, capsys) -> None:
+    board = write_calibration(tmp_path / "board.json")
+    message = _error(capsys, ["calibrate", "-o", str(tmp_path / "new.json"), "--refit", str(board), "--extend", str(board)])
+    assert "--refit and --extend" in message and not (tmp_path / "new.json").exists()
+
+
 def test_refit_of_a_calibration_without_samples_is_an_error(tmp_path: Path, capsys) -> None:
     board = write_calibration(tmp_path / "board.json")
     assert "recorded no samples" in _error(capsys, ["calibrate", "-o", str(tmp_path / "new.json"), "--refit", str(board)])

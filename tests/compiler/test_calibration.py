@@ -20,6 +20,7 @@ from cimsplit.compiler.calibration import (
     calibrate,
     gemm_descriptors,
     grid,
+    has_weights,
     in_network_ns,
     last_level_cache_bytes,
     measure_point,
@@ -29,10 +30,11 @@ from cimsplit.compiler.calibration import (
 from cimsplit.compiler.calibration_models import FLUSH_PREFIX, MEASURED_NODE, flush_buffer
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_glue import GLUE_KINDS
-from cimsplit.compiler.host_model import operator_features, operator_kind, plain_kind
+from cimsplit.compiler.host_model import HostModel, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.kernel_attribution import attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
+from cimsplit.errors import CimsplitError
 
 ZOO_SHAPES = Path(__file__).with_name("zoo_gemm_shapes.json")
 
@@ -55,7 +57,7 @@ def test_grid_is_deterministic() -> None:
 
 
 def test_every_kind_comes_early() -> None:
-    kinds = {"Conv", "Conv-depthwise", "Gemm", *ELEMENT_OPS}
+    kinds = {"Conv", "Conv-depthwise", "Gemm", "MatMul", *ELEMENT_OPS}
     first = grid()[: 4 * len(kinds)]
     assert {p.kind for p in first} == kinds | {FUSED_DEPTHWISE}
     s8 = {f"int8:{k}{suffix}" for k in kinds for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
@@ -280,3 +282,37 @@ def test_the_flush_is_the_largest_cache(tmp_path: Path) -> None:
     (tmp_path / "index2" / "size").write_text("2M\n")
     assert last_level_cache_bytes(tmp_path) == 2 << 20
     assert last_level_cache_bytes(tmp_path / "absent") == 32 << 20
+
+
+@pytest.mark.parametrize("kind", ["MatMul", "int8:MatMul"])
+def test_matmul_points_measure_a_product_of_two_activations(tmp_path: Path, kind: str) -> None:
+    """(3, 60, 40) x (3, 40, 100): one operator of the kind, its operands made by weight products (quantized as
+    a network's), GEMM descriptors (100 columns, K = 40, 3 x 60 rows); never flushed (no weight to evict)."""
+    point = GridPoint(kind, (("b", 3), ("m", 60), ("k", 40), ("n", 100)))
+    assert gemm_descriptors(point) == (100, 40, 180) and not has_weights(point)
+    assert point_model(point, flush_bytes=4096) == point_model(point)
+    onnx.save(point_model(point), tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    kernels = int8_kernels(loaded.model.graph)
+    op = measured_operator(point, [(op, operator_kind(op, types, kernels.get(op.name, ""))) for op in loaded.workload.operators])
+    assert operator_kind(op, types, kernels.get(op.name, "")) == kind and op.product_shape == (180, 40, 100)
+    producers = [o for o in loaded.workload.operators if o is not op]
+    assert len(producers) == 2 and all(o.cim_capable for o in producers)
+    assert len([p for p in grid() if p.kind == "MatMul"]) == 2 * 3 * 3 * 3
+
+
+def test_an_extended_calibration_measures_only_the_kinds_it_lacks(tmp_path: Path) -> None:
+    """Relu measured before; Relu and Sigmoid asked for: only Sigmoid is measured, Relu's samples are kept as they
+    were, and both are fitted.  An earlier calibration at another thread count is refused."""
+    relu = [GridPoint("Relu", (("c", c), ("h", 8))) for c in (8, 16, 24)]
+    sigmoid = [GridPoint("Sigmoid", (("c", c), ("h", 8))) for c in (8, 16, 24)]
+    earlier = calibrate(budget_s=30.0, points=relu, runs=1, warmup=0)
+    earlier.save(tmp_path / "earlier.json")
+    earlier = HostModel.load(tmp_path / "earlier.json")
+    extended = calibrate(budget_s=30.0, points=relu + sigmoid, runs=1, warmup=0, extend=earlier)
+    assert extended.campaign["grid_points"] == 3 and extended.campaign["kept"] == 3
+    assert extended.samples[:3] == earlier.samples and {s.kind for s in extended.samples[3:]} == {"Sigmoid"}
+    assert set(extended.fits) == {"Relu", "Sigmoid"} and extended.campaign["extends"] == str(tmp_path / "earlier.json")
+    with pytest.raises(CimsplitError, match="threads 1, this campaign's is 2"):
+        calibrate(budget_s=30.0, points=sigmoid, threads=2, extend=earlier)

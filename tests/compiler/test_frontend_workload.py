@@ -22,6 +22,7 @@ from graphs import (
 )
 
 from cimsplit.compiler.frontend import load
+from cimsplit.compiler.host_model import operator_features
 from cimsplit.compiler.workload import Workload
 
 
@@ -86,6 +87,28 @@ def test_linear_bias_add_and_activation_fuse_into_the_matmul(tmp_path: Path) -> 
     assert (fc2.m, fc2.n, fc2.n_mvm, fc2.nodes) == (64, 128, 16, (fc2.name,))
     # the residual Add reads two activations: it is no bias and stays a host operator
     assert residual.op_type == "Add" and not residual.cim_capable
+
+
+# Attention's products: q[2,5,4] x Transpose(k)[2,4,3] -> s[2,5,3]; a weight product beside it
+def test_a_product_of_two_activations_has_its_gemm_shape_but_no_crossbars(tmp_path: Path) -> None:
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, 5, 4] q, float[2, 3, 4] k) => (float[2, 5, 3] s, float[2, 5, 6] p) {
+            kt = Transpose <perm = [0, 2, 1]> (k)
+            s = MatMul(q, kt)
+            p = MatMul(q, W)
+        }
+        """,
+        weights(W=(4, 6)),
+    )
+    w = load(save(model, tmp_path)).workload
+    ops = {op.op_type + ("-weights" if op.cim_capable else ""): op for op in w.operators}
+    product, weighted = ops["MatMul"], ops["MatMul-weights"]
+    # rows = 2 x 5 (the batch of heads times the rows), K = 4, columns = 3
+    assert product.product_shape == (10, 4, 3) and (product.m, product.crossbars) == (None, None)
+    assert weighted.product_shape is None and (weighted.m, weighted.n, weighted.n_mvm) == (6, 4, 10)
+    assert operator_features(product) == {"n_in": 2 * 5 * 4 + 2 * 4 * 3, "n_out": 2 * 5 * 3, "m": 3, "n": 4, "n_mvm": 10, "k": 1}
 
 
 # x -> Conv --+--> Relu -> y1
