@@ -32,8 +32,7 @@ import onnx
 import onnxruntime as ort
 
 from cimsplit.cli.table import format_table
-from cimsplit.compiler.calibration import GridPoint, build_point
-from cimsplit.compiler.calibration_models import MEASURED_NODE
+from cimsplit.compiler.calibration_models import MEASURED_NODE, GridPoint, build_point
 from cimsplit.compiler.frontend import LoadedModel, load
 from cimsplit.compiler.host_model import operator_kind
 from cimsplit.compiler.host_profile import profile_model

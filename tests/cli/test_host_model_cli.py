@@ -233,5 +233,5 @@ def test_a_sweep_predicts_host_latencies_from_a_calibration(tmp_path: Path, caps
 @pytest.mark.slow
 def test_a_tiny_calibration_runs(tmp_path: Path, capsys) -> None:
     board = tmp_path / "board.json"
-    assert main(["calibrate", "-o", str(board), "--budget-s", "3", "--runs", "1", "--warmup", "0", "--no-progress"]) == 0
+    assert main(["calibrate", "-o", str(board), "--budget-s", "10", "--runs", "1", "--warmup", "0", "--no-progress"]) == 0
     assert HostModel.load(board).fits

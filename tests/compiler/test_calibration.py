@@ -12,22 +12,23 @@ import pytest
 
 from cimsplit.compiler import calibration
 from cimsplit.compiler.calibration import (
-    ELEMENT_OPS,
-    FUSED_DEPTHWISE,
-    POOLED,
-    GridPoint,
-    build_point,
     calibrate,
-    gemm_descriptors,
-    grid,
-    has_weights,
     in_network_ns,
     last_level_cache_bytes,
     measure_point,
     measured_operator,
     point_model,
 )
-from cimsplit.compiler.calibration_models import FLUSH_PREFIX, MEASURED_NODE, flush_buffer
+from cimsplit.compiler.calibration_grid import (
+    ELEMENT_OPS,
+    FUSED_DEPTHWISE,
+    POOLED,
+    GridPoint,
+    gemm_descriptors,
+    grid,
+    has_weights,
+)
+from cimsplit.compiler.calibration_models import FLUSH_PREFIX, MEASURED_NODE, build_point, flush_buffer
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_glue import GLUE_KINDS
 from cimsplit.compiler.host_model import HostModel, operator_features, operator_kind, plain_kind

@@ -9,7 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.calibration import GridPoint, grid, measured_operator, point_model
+from cimsplit.compiler.calibration import measured_operator, point_model
+from cimsplit.compiler.calibration_grid import GridPoint, grid
 from cimsplit.compiler.calibration_models import MEASURED_NODE, build_glue_point
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_glue import GLUE_KINDS, layout_glue

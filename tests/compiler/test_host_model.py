@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from cimsplit.compiler.calibration import GridPoint, fitted_model, gemm_descriptors, grid
+from cimsplit.compiler.calibration import fitted_model
+from cimsplit.compiler.calibration_grid import GridPoint, gemm_descriptors, grid
 from cimsplit.compiler.host_correction import HYPERPARAMETERS, MIN_GAIN, MIN_SAMPLES, fit_correction
 from cimsplit.compiler.host_model import (
     HostModel,

@@ -8,7 +8,8 @@ import pytest
 from graphs import qdq_fork
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.calibration import GridPoint, measure_point
+from cimsplit.compiler.calibration import measure_point
+from cimsplit.compiler.calibration_grid import GridPoint
 from cimsplit.compiler.qdq_kernels import converted_pairs, int8_kernels, onnxruntime_converts_int8_pairs
 
 

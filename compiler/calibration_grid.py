@@ -1,0 +1,166 @@
+"""The calibration grid: which micro-benchmarks a campaign measures, in which order.
+
+Conv over C_in x C_out x spatial size x kernel 1/3/5/7 x stride 1/2 (and 1x1
+convs on one pixel, as after a global pool), depthwise Conv (alone and with
+the Clip onnxruntime folds into it, float only), Gemm (M_v x N_v x batch),
+MatMul of two activations (batch x rows x depth x columns, attention's
+products), and the non-GEMM operators over element counts.  The spatial
+sizes (10, 18, 36, 68, 132) are none of the zoo's (7 ... 224, 20 ... 640), so
+no zoo model's GEMM shape (M_v, N_v, N_mvm) is in it; :func:`grid` also drops
+any point in ``held_out``.  Points are interleaved across kinds (each kind's
+own points in a seeded shuffle), so a campaign cut short by its time budget
+still covers every kind with a spread of sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from cimsplit.compiler.calibration_models import IMAGE_CHANNELS, GridPoint
+from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX
+from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, anchor_kind, plain_kind
+from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
+
+__all__ = ["GridPoint", "grid", "gemm_descriptors", "gemm_key", "has_weights", "SPATIAL", "POOLED", "ELEMENT_OPS",
+           "FUSED_DEPTHWISE"]
+
+SPATIAL = (10, 18, 36, 68, 132)
+POOLED = 1
+"""The spatial size of 1x1 Conv points on a pooled tensor (squeeze-and-excitation, heads after a global pool)."""
+CONV_IN = (3, 16, 40, 88, 176, 344, 680, 1360)
+CONV_OUT = (16, 40, 88, 176, 344, 680, 1360)
+"""Up to the channel counts of a network's last layers (MobileNetV2's 960 and 1280, ResNet-50's 2048 at 7 x 7): a fit
+extrapolated from 344 in and 680 out under-predicted those by 15-30 %."""
+DEPTHWISE = (16, 40, 88, 176, 344, 680, 1360)
+MAX_DEPTHWISE_ELEMENTS = 12e6
+FUSED_DEPTHWISE = "Conv-depthwise+Clip"
+"""A depthwise conv with the Clip (ReLU6) onnxruntime folds into it (MobileNetV2's): float only, the quantizer folds
+a Clip into the int8 range."""
+GEMM_M = (10, 100, 500, 1500)
+GEMM_N = (40, 200, 700, 1800, 3000)
+GEMM_BATCH = (1, 3, 17)
+MATMUL_BATCH = (1, 4)
+MATMUL_ROWS = (16, 60, 260)
+MATMUL_DEPTH = (16, 40, 100)
+MATMUL_COLUMNS = (16, 60, 260)
+"""A MatMul of two activations, (b, m, k) x (b, k, n): attention's, whose heads are the batch."""
+ELEMENT_CHANNELS = (16, 40, 88, 176, 344)
+MAX_MACS = 250e6
+MAX_ELEMENTS = 3e6
+ELEMENT_POINTS = 12
+"""Points per non-GEMM kind (a three-column fit needs few)."""
+ELEMENT_OPS = (
+    "Relu", "Clip", "Sigmoid", "HardSigmoid", "Tanh", "LeakyRelu", "Add", "Mul", "Sub", "Div", "Pow",
+    "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Concat", "Split", "Slice",
+    "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather",
+)
+"""Not HardSwish: onnxruntime runs its function body (HardSigmoid, Mul), whose kernels a point's attribution
+charged nothing; a float HardSwish, fused or not, is predicted as those two kinds (:mod:`.host_prediction`)."""
+_WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, FUSED_DEPTHWISE: 2, "Gemm": 1}
+
+
+def gemm_key(m: int, n: int, n_mvm: int) -> tuple[int, int, int]:
+    """The GEMM descriptors a held-out shape is compared by."""
+    return (int(m), int(n), int(n_mvm))
+
+
+def _out(size: int, k: int, s: int) -> int:
+    return (size + 2 * (k // 2) - k) // s + 1
+
+
+def _conv_points() -> list[GridPoint]:
+    points = []
+    for c_in in CONV_IN:
+        for c_out in CONV_OUT:
+            for h in (POOLED, *SPATIAL):
+                for k in ((1,) if h == POOLED else (1, 3, 5, 7)):
+                    for s in ((1,) if h == POOLED else (1, 2)):
+                        macs = c_out * c_in * k * k * _out(h, k, s) ** 2
+                        image_wide = c_in == IMAGE_CHANNELS and c_out > 680  # a first layer has few outputs
+                        if macs <= MAX_MACS and not (k > 3 and c_in * c_out > 176 * 176) and not image_wide:
+                            points.append(GridPoint("Conv", (("c_in", c_in), ("c_out", c_out), ("h", h), ("k", k), ("s", s))))
+    return points
+
+
+def _depthwise_points(kind: str = "Conv-depthwise") -> list[GridPoint]:
+    return [GridPoint(kind, (("c", c), ("h", h), ("k", k), ("s", s)))
+            for c in DEPTHWISE for h in SPATIAL for k in (3, 5, 7) for s in (1, 2) if c * h * h <= MAX_DEPTHWISE_ELEMENTS]
+
+
+def _gemm_points() -> list[GridPoint]:
+    return [GridPoint("Gemm", (("m", m), ("n", n), ("b", b))) for m in GEMM_M for n in GEMM_N for b in GEMM_BATCH]
+
+
+def _matmul_points() -> list[GridPoint]:
+    return [GridPoint("MatMul", (("b", b), ("m", m), ("k", k), ("n", n)))
+            for b in MATMUL_BATCH for m in MATMUL_ROWS for k in MATMUL_DEPTH for n in MATMUL_COLUMNS]
+
+
+def _element_points(op: str, rng: np.random.Generator) -> list[GridPoint]:
+    shapes = [(c, h) for c in ELEMENT_CHANNELS for h in SPATIAL if c * h * h <= MAX_ELEMENTS]
+    variants = 2 if op == "MaxPool" else 1
+    points = [GridPoint(op, (("c", c), ("h", h)), variant=i % variants) for i, (c, h) in enumerate(shapes)]
+    chosen = rng.permutation(len(points))[:ELEMENT_POINTS]
+    return [points[i] for i in sorted(chosen)]
+
+
+def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
+    """(M_v, N_v, N_mvm) of a GEMM point as im2col lowers it (None for element-wise points)."""
+    kind = plain_kind(anchor_kind(point.kind)).removeprefix(INT8_PREFIX)
+    if kind == "Conv":
+        k, s = point.get("k"), point.get("s")
+        return gemm_key(point.get("c_out"), point.get("c_in") * k * k, _out(point.get("h"), k, s) ** 2)
+    if kind == "Conv-depthwise":
+        c, k, s = point.get("c"), point.get("k"), point.get("s")
+        return gemm_key(c, k * k, _out(point.get("h"), k, s) ** 2 * c)
+    if kind == "Gemm":
+        return gemm_key(point.get("m"), point.get("n"), point.get("b"))
+    if kind == "MatMul":
+        return gemm_key(point.get("n"), point.get("k"), point.get("b") * point.get("m"))
+    return None
+
+
+def has_weights(point: GridPoint) -> bool:
+    """A point whose operator reads a constant weight (what :func:`flushed` evicts): a GEMM point but a MatMul of
+    two activations."""
+    return gemm_descriptors(point) is not None and plain_kind(point.kind).removeprefix(INT8_PREFIX) != "MatMul"
+
+
+def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, int]] = ()) -> list[GridPoint]:
+    """Every calibration point, in campaign order (deterministic for a seed).
+
+    ``int8`` adds the ``int8:`` kinds, and on x86 their variants whose int8 input, output or both
+    stay int8 (``-s8in``, ``-s8out``, ``-s8``).
+    """
+    rng = np.random.default_rng(seed)
+    excluded = set(held_out)
+    per_kind: dict[str, list[GridPoint]] = {
+        "Conv": _conv_points(), "Conv-depthwise": _depthwise_points(), FUSED_DEPTHWISE: _depthwise_points(FUSED_DEPTHWISE),
+        "Gemm": _gemm_points(),
+    }
+    for op in ELEMENT_OPS:
+        per_kind[op] = _element_points(op, rng)
+    per_kind["MatMul"] = _matmul_points()
+    if int8 and onnxruntime_converts_int8_pairs():  # the layout glue of the NHWC int8 chain (host_glue)
+        glue_rng = np.random.default_rng(seed + 1)  # its own stream: the other kinds' order stays as it was
+        for kind in GLUE_KINDS:
+            per_kind[kind] = [GridPoint(kind, p.params) for p in _element_points("Relu", glue_rng)]
+    queues: list[tuple[int, list[GridPoint]]] = []
+    for kind, points in per_kind.items():
+        points = [p for p in points if gemm_descriptors(p) not in excluded]
+        order = [points[i] for i in rng.permutation(len(points))]
+        queues.append((_WEIGHTS.get(kind, 1), order))
+        if int8 and not kind.startswith(GLUE_PREFIX) and kind == anchor_kind(kind):
+            queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
+            if onnxruntime_converts_int8_pairs():
+                for suffix in KERNEL_SUFFIXES:
+                    queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind + suffix, p.params, p.variant)
+                                                    for p in order]))
+    ordered: list[GridPoint] = []
+    while any(points for _, points in queues):
+        for weight, points in queues:
+            ordered.extend(points[:weight])
+            del points[:weight]
+    return ordered
