@@ -165,7 +165,7 @@ class KindFit:
 
 
 def is_gemm_kind(kind: str) -> bool:
-    return plain_kind(anchor_kind(kind)).removeprefix(INT8_PREFIX) in ("Conv", "Conv-depthwise", "Gemm")
+    return plain_kind(anchor_kind(kind)).removeprefix(INT8_PREFIX) in ("Conv", "Conv-depthwise", "Gemm", "MatMul")
 
 
 def fused_kind(kind: str, activations: Sequence[str]) -> str:

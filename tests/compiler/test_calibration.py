@@ -31,7 +31,7 @@ from cimsplit.compiler.calibration_grid import (
 from cimsplit.compiler.calibration_models import FLUSH_PREFIX, MEASURED_NODE, build_point, flush_buffer
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_glue import GLUE_KINDS
-from cimsplit.compiler.host_model import HostModel, operator_features, operator_kind, plain_kind
+from cimsplit.compiler.host_model import HostModel, is_gemm_kind, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.kernel_attribution import attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
@@ -291,6 +291,7 @@ def test_matmul_points_measure_a_product_of_two_activations(tmp_path: Path, kind
     a network's), GEMM descriptors (100 columns, K = 40, 3 x 60 rows); never flushed (no weight to evict)."""
     point = GridPoint(kind, (("b", 3), ("m", 60), ("k", 40), ("n", 100)))
     assert gemm_descriptors(point) == (100, 40, 180) and not has_weights(point)
+    assert is_gemm_kind(kind)  # fitted by the GEMM methods, on its descriptors
     assert point_model(point, flush_bytes=4096) == point_model(point)
     onnx.save(point_model(point), tmp_path / "point.onnx")
     loaded = load(tmp_path / "point.onnx")
