@@ -52,6 +52,7 @@ from cimsplit.compiler.host_model import (
     Sample,
     anchor_kind,
     fit_samples,
+    op_variants,
     operator_features,
     operator_kind,
     plain_kind,
@@ -131,7 +132,9 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     level = str(getattr(profile, "level", "off"))
     kernels = int8_kernels(loaded.model.graph)
-    kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""))) for op in loaded.workload.operators]
+    variants = op_variants(loaded.model)
+    kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, "")))
+             for op in loaded.workload.operators]
     op = measured_operator(point, kinds)
     return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
 

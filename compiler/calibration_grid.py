@@ -54,7 +54,7 @@ ELEMENT_POINTS = 12
 ELEMENT_OPS = (
     "Relu", "Clip", "Sigmoid", "HardSigmoid", "Tanh", "LeakyRelu", "Add", "Mul", "Sub", "Div", "Pow",
     "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Concat", "Split", "Slice",
-    "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather",
+    "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather", "Softmax-last",
 )
 """Not HardSwish: onnxruntime runs its function body (HardSigmoid, Mul), whose kernels a point's attribution
 charged nothing; a float HardSwish, fused or not, is predicted as those two kinds (:mod:`.host_prediction`)."""

@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.fusion import ACTIVATIONS
 from cimsplit.compiler.host_glue import GLUE_PREFIX
-from cimsplit.compiler.host_model import FUSED_SEPARATOR, INT8_PREFIX, anchor_kind, plain_kind
+from cimsplit.compiler.host_model import FUSED_SEPARATOR, INT8_PREFIX, LAST_AXIS, anchor_kind, plain_kind
 
 __all__ = ["MEASURED_NODE", "FORK_PREFIX", "FLUSH_PREFIX", "GridPoint", "build_point", "build_glue_point", "keep_int8", "flushed",
            "flush_buffer"]
@@ -212,8 +212,10 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
     """The nodes of an element-wise point reading ``x`` (and ``second``, by default the graph input ``x2``, when binary)."""
     make = helper.make_node
     unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "Erf", "GlobalAveragePool", "Softmax"}
-    if kind in unary:
+    if kind in unary:  # a Softmax over channels, as a detector head's (onnxruntime transposes them last and back)
         return [make(kind, [x], ["y"], **({"axis": 1} if kind == "Softmax" else {}))], ["y"]
+    if kind == "Softmax" + LAST_AXIS:  # over the last axis, as attention's
+        return [make("Softmax", [x], ["y"], axis=-1)], ["y"]
     if kind == "LayerNormalization":  # over the last axis, with scale and bias, as a transformer's
         return [make(kind, [x, const("gamma", np.ones(h, np.float32)), const("beta", np.zeros(h, np.float32))], ["y"],
                      axis=-1)], ["y"]

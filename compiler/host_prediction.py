@@ -24,6 +24,7 @@ from cimsplit.compiler.host_model import (
     HostModel,
     fused_activations,
     fused_kind,
+    op_variants,
     operator_features,
     operator_kind,
     plain_kind,
@@ -95,10 +96,11 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     optimized = optimized_model(model, host_model.level, host_model.threads)
     regions = attribute_kernels(model, optimized)
     fused = activation_kernels(model, optimized, workload, regions)
+    variants = op_variants(model)
     if all(kind in host_model.fits for kind in GLUE_KINDS):  # calibrations from before the glue kinds predict without
         glue = glue_of_regions(model, optimized, workload, regions)
     for op in workload.operators:
-        kind = operator_kind(op, node_types, kernels.get(op.name, ""))
+        kind = operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, ""))
         if kind not in host_model.fits:
             kind = plain_kind(kind)  # a calibration from before the kernel kinds
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""

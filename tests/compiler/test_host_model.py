@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 from cimsplit.compiler.calibration import fitted_model
 from cimsplit.compiler.calibration_grid import GridPoint, gemm_descriptors, grid
@@ -19,6 +20,7 @@ from cimsplit.compiler.host_model import (
     channel_folds,
     conv_regimes,
     fit_kind,
+    op_variants,
     operator_kind,
     shape_folds,
     solve,
@@ -253,3 +255,18 @@ def test_a_calibration_whose_correction_does_not_fit_together_is_one_clear_error
     (tmp_path / "board.json").write_text(json.dumps(data))
     with pytest.raises(CimsplitError, match="is malformed"):
         HostModel.load(tmp_path / "board.json")
+
+
+@pytest.mark.parametrize(("axis", "opset", "variant"), [
+    (None, 17, "-last"),  # opset 13's default: the last axis
+    (-1, 17, "-last"), (3, 17, "-last"),
+    (1, 17, None),  # over channels: onnxruntime transposes them last and back
+    (1, 11, "-last"), (None, 11, "-last"),  # opset 11 flattens the axes from ``axis`` on: contiguous rows
+])
+def test_a_softmax_over_contiguous_rows_is_its_own_variant(axis: int | None, opset: int, variant: str | None) -> None:
+    attributes = {} if axis is None else {"axis": axis}
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], name="softmax", **attributes)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 5, 7])])
+    variants = op_variants(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+    assert variants.get("softmax") == variant
