@@ -9,7 +9,7 @@ int8: the same model through the zoo's QDQ recipe, ``models/quantize.py``), load
 end and profiled with :func:`host_profile.profile_model` — the optimization
 level, threads and attribution of host profiling itself — and the
 operator's latency is its nodes' medians, as :func:`host_profile.operator_latencies` sums them, less the
-DQs that only keep a pair int8 (:func:`point_time`).  A GEMM point is profiled a second time after
+DQs that only keep a pair int8 (:func:`point_time`).  A point with a weight is profiled a second time after
 reading the machine's last-level cache's worth of memory (:func:`calibration_models.flushed`,
 :func:`last_level_cache_bytes`), and its weights' share of what that adds is kept (:func:`in_network_ns`):
 a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
@@ -227,13 +227,12 @@ def calibrate(
         raise CimsplitError(f"--threads must be at least 1, not {threads}")
     if not budget_s > 0:
         raise CimsplitError(f"--budget-s must be positive, not {budget_s:g}")
-    kept: list[Sample] = []
     if extend is not None:
         _check_extendable(extend, threads)
-        kept, int8 = list(extend.samples), int8 or extend.int8
-    todo = list(points) if points is not None else grid(int8=int8, seed=seed, held_out=held_out)
-    if extend is not None:
-        todo = [point for point in todo if point.kind not in {sample.kind for sample in kept}]
+        int8 = int8 or extend.int8
+    kept = list(extend.samples) if extend is not None else []
+    known = {sample.kind for sample in kept}
+    todo = [p for p in (points if points is not None else grid(int8=int8, seed=seed, held_out=held_out)) if p.kind not in known]
     flush_bytes = last_level_cache_bytes() if flush_bytes is None else max(0, flush_bytes)
     start = time.perf_counter()
     load_before = os.getloadavg()

@@ -57,7 +57,9 @@ ELEMENT_OPS = (
     "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather", "Softmax-last",
 )
 """Not HardSwish: onnxruntime runs its function body (HardSigmoid, Mul), whose kernels a point's attribution
-charged nothing; a float HardSwish, fused or not, is predicted as those two kinds (:mod:`.host_prediction`)."""
+charged nothing; a float HardSwish is predicted as those two kinds (:mod:`.host_prediction`), or as one
+HardSigmoid pass when folded into its conv (:mod:`.host_fused`).  ``Softmax`` is over channels (a detector
+head's), ``Softmax-last`` over the last axis (attention's, :func:`.host_model.op_variants`)."""
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, FUSED_DEPTHWISE: 2, "Gemm": 1}
 
 
