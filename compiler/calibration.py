@@ -126,7 +126,7 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
         loaded = load(path)
-    given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if flush_bytes > 0 and has_weights(point) else {}
+    given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if any(i.name == FLUSH_PREFIX for i in model.graph.input) else {}
     profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False,
                             given_inputs=given)
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
