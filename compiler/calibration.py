@@ -11,7 +11,8 @@ level, threads and attribution of host profiling itself — and the
 operator's latency is its nodes' medians, as :func:`host_profile.operator_latencies` sums them, less the
 DQs that only keep a pair int8 (:func:`point_time`).  A point with a weight is profiled a second time after
 reading the machine's last-level cache's worth of memory (:func:`calibration_models.flushed`,
-:func:`last_level_cache_bytes`), and its weights' share of what that adds is kept (:func:`in_network_ns`):
+:func:`last_level_cache_bytes`), and its weights' share of what that adds is kept (:func:`host_model.in_network_ns`;
+the sample records both times, so a refit can mix them again):
 a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
 reading them (EfficientNet-B0's squeeze-and-excitation convs ran 2-3.5x their points' time without it).
 """
@@ -63,7 +64,7 @@ from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
 __all__ = ["point_model", "measure_point", "measured_operator", "calibrate", "fitted_model", "point_time",
-           "last_level_cache_bytes", "in_network_ns"]
+           "last_level_cache_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -91,29 +92,15 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     :func:`keep_int8` adds) and the profiled optimization level.
 
     With ``flush_bytes``, a point that :func:`has_weights` is profiled twice, as it is and :func:`flushed`, and its time is
-    :func:`in_network_ns` of the two.
+    :func:`~cimsplit.compiler.host_model.in_network_ns` of the two (:meth:`Sample.profiled`).
     """
     if point.kind.startswith(GLUE_PREFIX):
         return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
     sample, level = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
     if flush_bytes > 0 and has_weights(point):
         cold, _ = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed, flush_bytes=flush_bytes)
-        sample = Sample(sample.kind, sample.features, in_network_ns(sample.features, sample.t_ns, cold.t_ns))
+        sample = Sample.profiled(sample.kind, sample.features, sample.t_ns, cold.t_ns)
     return sample, level
-
-
-def in_network_ns(features: Mapping[str, float], hot_ns: float, flushed_ns: float) -> float:
-    """A GEMM operator's time in a network, from its point's time as it is (``hot_ns``) and :func:`flushed`.
-
-    In a network a layer finds its weights evicted by the other layers but its output buffer (an arena
-    block the layers before it just freed) in cache; the flush makes both cold.  What the flush adds is
-    split between the two by their element counts (``m * n`` weights, ``n_out`` outputs) and only the
-    weights' share is kept: pointwise convs on a pooled tensor keep nearly all of it (a 1152 -> 48 1x1 conv
-    at 1 x 1: 5.5 us, 15 us flushed, 13-16 us in EfficientNet-B0), depthwise convs nearly none (their
-    weights are k x k per channel, and flushed they ran 20-50 % over their times in MobileNetV2).
-    """
-    weights, outputs = features["m"] * features["n"], features["n_out"]
-    return hot_ns + max(0.0, flushed_ns - hot_ns) * weights / max(weights + outputs, 1.0)
 
 
 def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int,

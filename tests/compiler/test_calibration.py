@@ -13,7 +13,6 @@ import pytest
 from cimsplit.compiler import calibration
 from cimsplit.compiler.calibration import (
     calibrate,
-    in_network_ns,
     last_level_cache_bytes,
     measure_point,
     measured_operator,
@@ -31,7 +30,7 @@ from cimsplit.compiler.calibration_grid import (
 from cimsplit.compiler.calibration_models import FLUSH_PREFIX, MEASURED_NODE, build_point, flush_buffer
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_glue import GLUE_KINDS
-from cimsplit.compiler.host_model import HostModel, is_gemm_kind, operator_features, operator_kind, plain_kind
+from cimsplit.compiler.host_model import HostModel, in_network_ns, is_gemm_kind, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.kernel_attribution import attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
@@ -263,6 +262,7 @@ def test_a_flushed_point_is_measured_as_its_conv_alone() -> None:
     plain, _ = measure_point(point, threads=1, runs=1, warmup=0)
     sample, _ = measure_point(point, threads=1, runs=1, warmup=0, flush_bytes=1 << 16)
     assert sample.features == plain.features and sample.kind == "Conv" and sample.t_ns > 0
+    assert plain.profiled_ns is None and sample.profiled_ns is not None and sample == sample.remixed()
 
 
 def test_a_network_keeps_the_weights_share_of_the_flush() -> None:
