@@ -120,12 +120,15 @@ def place_sliced(problem: PlacementProblem, options: SolveOptions, whole: Placem
             f"{outcome.n_variables} variables, {outcome.n_constraints} constraints)")
     bound_ns = max(outcome.bound_ns, cheap_ns)
     found = outcome.schedule
-    if found is None or not found.slicing or found.makespan_ns >= made_ns * (1 - 1e-9):
+    if found is None or found.makespan_ns >= made_ns * (1 - 1e-9):
         bound_ns = min(bound_ns, made_ns)
         kept = replace(stats, status=gap_status(made_ns, bound_ns, options), bound_ns=bound_ns,
                        gap=_gap(made_ns, bound_ns), time_s=stats.time_s + outcome.time_s,
                        reason=f"{stats.reason}; {note}: no slicing shortens the schedule")
         return replace(whole, solver=kept)
+    if not found.slicing:  # shorter, slicing nothing: the whole step stopped at its gap (:func:`whole_step_options`)
+        return _shorter_whole(whole, found, outcome, bound_ns, options, f"{stats.reason}; {note}: a shorter "
+                              "whole-operator schedule")
     schedule = validate(sliced_problem, found.on_host, slicing=found.slicing, host_order=outcome.host_order,
                         objective_ns=found.makespan_ns, source="cpsat (slicing)")
     bound_ns = min(bound_ns, schedule.makespan_ns)
@@ -135,3 +138,20 @@ def place_sliced(problem: PlacementProblem, options: SolveOptions, whole: Placem
         n_operators=problem.n, n_variables=outcome.n_variables, n_constraints=outcome.n_constraints,
         reason=f"{stats.reason}; {note}")
     return PlacementResult(sliced_problem, schedule, sliced_stats, whole.baselines, whole.warnings)
+
+
+def _shorter_whole(whole: PlacementResult, found, outcome, bound_ns: float, options: SolveOptions,
+                   reason: str) -> PlacementResult:
+    """``whole`` with the sliced step's shorter schedule that slices nothing: validated on the whole-operator
+    problem, with its stream, the sliced problem's bound and the time of both steps."""
+    from cimsplit.passes.placement.solvers.cpsat.sliced import gap_status
+    from cimsplit.passes.placement.stream.driver import latency_plan_stream
+
+    schedule = validate(whole.problem, found.on_host, host_order=outcome.host_order, objective_ns=found.makespan_ns,
+                        source="cpsat (sliced step)")
+    bound_ns = min(bound_ns, schedule.makespan_ns)
+    stats = replace(whole.solver, status=gap_status(schedule.makespan_ns, bound_ns, options),
+                    objective_ns=schedule.makespan_ns, bound_ns=bound_ns, gap=_gap(schedule.makespan_ns, bound_ns),
+                    time_s=whole.solver.time_s + outcome.time_s, reason=reason)
+    return replace(whole, schedule=schedule, solver=stats,
+                   stream=latency_plan_stream(whole.problem, schedule.on_host))

@@ -23,7 +23,7 @@ from cimsplit.passes.placement.sliced_bound import (
     host_load_by_budget_ns,
     sliced_lower_bound_ns,
 )
-from cimsplit.passes.placement.sliced_place import whole_step_options
+from cimsplit.passes.placement.sliced_place import place_sliced, whole_step_options
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
     augmented_sliced,
@@ -91,6 +91,25 @@ def test_a_whole_schedule_returned_carries_the_sliced_bound():
     assert result.schedule.slicing == () and result.schedule.makespan_ns == 600.0
     assert (result.solver.status, result.solver.bound_ns, result.solver.gap) == ("optimal", 600.0, 0.0)
     assert "no slicing shortens" in result.solver.reason
+
+
+def test_a_shorter_schedule_of_the_sliced_step_is_kept_when_it_slices_nothing():
+    """The whole step stops at its gap (whole_step_options), so its schedule may be all on the host (1000 ns)
+    where the whole CIM conv takes 600 (the poor slicing above): the sliced step's 600-ns schedule, slicing
+    nothing, is the answer, optimal, validated on the whole-operator problem, with its stream."""
+    poor = SliceOption(kind="ofm", split=3, t_host_ns=900.0, t_cim_ns=100.0, crossbars=4, t_join_ns=50.0,
+                       t_back_ns=10.0, t_graph_in_ns=100.0)
+    p = one_conv(budget=4, slicings=((poor,),))
+    stripped = replace(p, slicings=())
+    whole = place(stripped, SolveOptions())
+    on_host = validate(stripped, (True,), source="test")
+    stopped = replace(whole, schedule=on_host, solver=replace(whole.solver, objective_ns=1000.0, bound_ns=550.0))
+    result = place_sliced(p, SolveOptions(), stopped, 10.0)
+    assert on_host.makespan_ns == 1000.0 and result.schedule.on_host == (False,) and result.schedule.slicing == ()
+    assert (result.schedule.makespan_ns, result.solver.status, result.solver.bound_ns) == (600.0, "optimal", 600.0)
+    assert result.problem == stripped and result.stream is not None
+    assert (result.stream.latency_ns, result.stream.period_ns) == (600.0, 400.0)  # a frame each CIM run
+    assert "a shorter whole-operator schedule" in result.solver.reason
 
 
 def test_augmented_sliced_moves_the_graph_input_onto_the_start_edge():
