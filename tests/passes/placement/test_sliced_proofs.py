@@ -232,11 +232,11 @@ def test_a_sliced_schedule_indexes_the_problems_own_options():
     assert split_sliced(one_conv(budget=1, slicings=((big, KS),))).bottlenecks == (0, 1, 2)
 
 
-def test_the_whole_operator_step_gets_half_the_limit_and_a_1_percent_gap_when_a_sliced_step_follows():
+def test_the_whole_operator_step_gets_half_the_limit_and_a_5_percent_gap_when_a_sliced_step_follows():
     options = SolveOptions(time_limit_s=20.0)
     whole = whole_step_options(one_conv(), options)  # KS (2 crossbars) fits the budget of 2
-    assert (whole.time_limit_s, whole.mip_gap) == (10.0, 0.01)
-    assert whole_step_options(one_conv(), replace(options, mip_gap=0.05)).mip_gap == 0.05  # the caller's, if larger
+    assert (whole.time_limit_s, whole.mip_gap) == (10.0, 0.05)
+    assert whole_step_options(one_conv(), replace(options, mip_gap=0.1)).mip_gap == 0.1  # the caller's, if larger
     for alone in (whole_step_options(one_conv(), replace(options, slicing="off")),
                   whole_step_options(one_conv(budget=1), options)):  # nothing fits: no sliced step
         assert (alone.time_limit_s, alone.mip_gap) == (20.0, None)
