@@ -40,7 +40,9 @@ FUSED_DEPTHWISE = "Conv-depthwise+Clip"
 a Clip into the int8 range."""
 GEMM_M = (10, 100, 500, 1500)
 GEMM_N = (40, 200, 700, 1800, 3000)
-GEMM_BATCH = (1, 3, 17)
+GEMM_BATCH = (1, 3, 17, 60, 250)
+"""Rows of a weight product: a classifier's 1, a transformer's tokens (ViT-Tiny's 197, predicted from rows <= 17: half its
+time, a log-space fit extrapolated)."""
 MATMUL_BATCH = (1, 4)
 MATMUL_ROWS = (16, 60, 260)
 MATMUL_DEPTH = (16, 40, 100)
