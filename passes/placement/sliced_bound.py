@@ -29,35 +29,22 @@ from __future__ import annotations
 import numpy as np
 
 from cimsplit.passes.placement.problem import PlacementProblem
-from cimsplit.passes.placement.slicing import WHOLE
 
-__all__ = ["critical_path_bound_ns", "host_load_bound_ns", "host_load_by_budget_ns", "mode_choices", "modes",
+__all__ = ["critical_path_bound_ns", "host_load_bound_ns", "host_load_by_budget_ns", "modes",
            "sliced_lower_bound_ns"]
 
 
-def _modes(problem: PlacementProblem, v: int) -> list[tuple[tuple[bool, int], tuple[float, int, float]]]:
-    """Every mode of v that fits the budget: ((on the host, slicing option or WHOLE), (host time ns,
-    crossbars, shortest duration ns))."""
-    out = [((True, WHOLE), (problem.t_host_ns[v], 0, problem.t_host_ns[v]))]
+def modes(problem: PlacementProblem, v: int) -> list[tuple[float, int, float]]:
+    """(host time ns, crossbars, shortest duration ns) of every mode of v that fits the budget: whole on
+    the host, whole on the CIM, each slicing option."""
+    out = [(problem.t_host_ns[v], 0, problem.t_host_ns[v])]
     t_cim = problem.t_cim_ns[v]
     if t_cim is not None and problem.crossbars[v] <= problem.budget:
-        out.append(((False, WHOLE), (0.0, problem.crossbars[v], t_cim)))
-    for k, o in enumerate(problem.slicings[v] if problem.slicings else ()):
+        out.append((0.0, problem.crossbars[v], t_cim))
+    for o in problem.slicings[v] if problem.slicings else ():
         if o.crossbars <= problem.budget:
-            out.append(((True, k), (o.t_host_ns + o.t_join_ns, o.crossbars,
-                                    o.t_join_ns + max(o.t_host_ns, o.t_cim_ns + o.t_back_ns))))
+            out.append((o.t_host_ns + o.t_join_ns, o.crossbars, o.t_join_ns + max(o.t_host_ns, o.t_cim_ns + o.t_back_ns)))
     return out
-
-
-def modes(problem: PlacementProblem, v: int) -> list[tuple[float, int, float]]:
-    """(host time ns, crossbars, shortest duration ns) of every mode of v that fits the budget."""
-    return [times for _, times in _modes(problem, v)]
-
-
-def mode_choices(problem: PlacementProblem, v: int) -> list[tuple[bool, int]]:
-    """(on the host, slicing option or WHOLE) of each mode of :func:`modes`, in its order (a sliced
-    operator counts as on the host: its output is there)."""
-    return [choice for choice, _ in _modes(problem, v)]
 
 
 def host_load_bound_ns(problem: PlacementProblem) -> float:

@@ -243,7 +243,7 @@ def run_decomposition(kind: type[_Decomposition], problem: PlacementProblem, seg
                 break
             targets = dec.loose_segments(lower_path, 0.1 * gap * incumbent.makespan_ns)
             if not targets:  # the bound's allocation is tight everywhere: lower == its own upper
-                improve()  # (its upper points may be new: the sliced escalation adds some)
+                improve()  # (its upper points may be new: the sliced decomposition settles some fronts there)
                 incumbent, lower_ns = best[0], dec.best(lower=True)[0]
                 break
             dec.solve_all([dec.prepare(key, spent, 2.0 * (dec.fronts[key].longest_try(spent) or first / 2))

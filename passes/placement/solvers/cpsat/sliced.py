@@ -252,8 +252,12 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     n_vars, n_cons = len(proto.variables), len(proto.constraints)
     if code == cp_model.INFEASIBLE and bounded_by is not None:  # nothing within T <= UB: the optimum is above it
         return SlicedOutcome(STATUS_NO_SOLUTION, None, None, bounded_by, elapsed, n_vars, n_cons, True)
+    # CP-SAT's bound holds for every schedule of the model: T <= UB (or the cutoff) and T >= it.  Without a
+    # schedule it still says the optimum is at least min(it, UB): above the UB, or within it and above it.
+    bound_ns = max(0.0, solver.BestObjectiveBound() * unit * (1.0 if exact else 1.0 - 1e-15), lower_bound_ns)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return SlicedOutcome(STATUS_NO_SOLUTION, None, None, 0.0, elapsed, n_vars, n_cons)
+        unknown_ns = min(bound_ns, bounded_by) if bounded_by is not None else bound_ns
+        return SlicedOutcome(STATUS_NO_SOLUTION, None, None, unknown_ns, elapsed, n_vars, n_cons)
     slicing = [WHOLE] * n
     on_host = [True] * n
     for v in range(n):
@@ -278,7 +282,6 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     order = tuple(sorted(hosts, key=lambda i: (starts[i], ends[i], i)))
     parts = simulate(expansion.problem, expansion.on_host, order)
     schedule = parts_schedule(problem, expansion, parts, slicing)
-    bound_ns = max(0.0, solver.BestObjectiveBound() * unit * (1.0 if exact else 1.0 - 1e-15), lower_bound_ns)
     bound_ns = min(bound_ns, schedule.makespan_ns)
     status = gap_status(schedule.makespan_ns, bound_ns, options)
     log.info("cp-sat sliced %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,

@@ -58,7 +58,6 @@ from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_by_budget_ns
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.fronts import dp_tables, rest_ns
-from cimsplit.passes.placement.solvers.cpsat.mode_bound import mode_bound, mode_schedule
 from cimsplit.passes.placement.solvers.cpsat.segments import (
     Segments,
     SegmentsRun,
@@ -79,13 +78,11 @@ SegmentMemo = dict[tuple[PlacementProblem, tuple[int, ...]], list[_Solve]]
 of one budget chain (module docstring)."""
 
 _ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
-MODE_BOUND_OPERATORS = 16
-"""Segments of at least this many operators get the mode bound of :mod:`.mode_bound` once the lazy loop
-targets them (:meth:`_SlicedDecomposition.escalate`; YOLOv8n int8's 41-operator head: 0.1-1.7 s per
-budget, 1-2 ms of a 12 ms span closer than CP-SAT's bound); smaller ones are proven by CP-SAT alone
-in a fraction of that."""
-MODE_BOUND_STEPS = 8
-"""The floor of a large segment takes the mode bound at budgets cap·k / this, k = 0..this."""
+LARGE_SEGMENT = 16
+"""Segments of at least this many operators are *large*: the first time the lazy loop targets one, the
+fronts of all the others are settled (:meth:`_SlicedDecomposition.settle`), and each of its solves
+seeks only what could shorten the incumbent (:meth:`_SlicedDecomposition.cutoff_ns`).  Smaller ones are
+proven by CP-SAT in a fraction of a second."""
 
 
 def augmented_sliced(problem: PlacementProblem) -> PlacementProblem:
@@ -172,8 +169,8 @@ class _SlicedDecomposition(_Decomposition):
             return max(xbars + [o.crossbars for o in slicings[w] if o.crossbars <= self.budget])
 
         self.caps = [min(self.budget, sum(most(w) for w in members)) for members in self.seg.members]
-        self.escalated: set[_Key] = set()
-        """Keys of large segments the lazy loop has targeted (:meth:`escalate`)."""
+        self.settled = False
+        """Whether :meth:`settle` ran."""
         self.enter_warm_start()
         self.enter_cheap_bounds()
 
@@ -184,11 +181,12 @@ class _SlicedDecomposition(_Decomposition):
         return on_host, slicing
 
     def prepare(self, key: _Key, limit: int, seconds: float):
-        """A segment solve, warm-started from the best known solution that fits, else all on the host."""
+        """A segment solve, warm-started from the best known solution that fits, else all on the host, with
+        the front's bound at its budget."""
         i, h0, h1 = key
         sub, index = _sliced_segment(self.seg, i, h0, h1, limit)
         warm = self._timed(sub, index, self.fronts[key].upper(limit), h0, h1)
-        return key, limit, seconds, sub, index, warm
+        return key, limit, seconds, sub, index, warm, self.fronts[key].lower(limit)
 
     def cutoff_ns(self, key: _Key, limit: int, tables: tuple) -> float | None:
         """The span below which segment i at budget ``limit`` could still shorten the incumbent: the
@@ -262,52 +260,38 @@ class _SlicedDecomposition(_Decomposition):
             loads += [loads[-1]] * (self.caps[i] + 1 - len(loads))
             self.fronts[key].floor = [max(load, path_ns) * (1.0 - 1e-12) for load in loads]  # float sums' rounding
 
-    def _mode_bound(self, sub: PlacementProblem, upper_ns: float | None = None) -> tuple[float, Schedule | None]:
-        """:func:`.mode_bound.mode_bound` within what is left before the deadline: (the bound, the
-        list schedule of its modes, :func:`mode_schedule`)."""
-        found = mode_bound(sub, upper_ns, time_limit_s=max(0.05, min(10.0, self.deadline - time.perf_counter())))
-        return found.bound_ns, mode_schedule(sub, found)
+    def settle(self, seconds: float = 0.5) -> None:
+        """Solve the fronts of the segments that are not large at every budget from their cap down to
+        :meth:`lowest` (below it F cannot change the DP's value), so that R (:func:`.fronts.rest_ns`) is
+        their exact DP and a large segment's cutoff at each budget is what the incumbent leaves it.
+        Keys step down side by side: a proven solve at b whose schedule uses u crossbars settles F on
+        [u, b] (F(b') <= its span for b' >= u, >= its bound for b' <= b), so the next budget is u - 1.
 
-    def escalate(self, key: _Key) -> None:
-        """The first time the lazy loop targets a segment of at least :data:`MODE_BOUND_OPERATORS`
-        operators: floor its front with the mode bound (:mod:`.mode_bound`) of the segment problem at
-        every :data:`MODE_BOUND_STEPS`-th part of the cap from :meth:`lowest` up (R at budget g is <=
-        F_i(g) <= F_i(b) for b <= g), enter the schedule of each MILP's modes (:func:`mode_schedule`,
-        within g crossbars) as an upper point, and bound and warm-start each of its later solves by R
-        and that schedule at their budget.  Without it the DP's bound
-        put YOLOv8n's head at budgets no solve had bounded (only the cap's solve, 8.7 ms against spans
-        of 12-13 ms), and the lazy loop walked up one budget per round, a CP-SAT solve each.  Not
-        before: points whose first solves close the gap pay nothing."""
-        i, h0, h1 = key
-        if key in self.escalated or len(self.seg.members[i]) < MODE_BOUND_OPERATORS:
-            return
-        self.escalated.add(key)
-        floor, cap = self.fronts[key].floor, self.caps[i]
-        # Below :meth:`lowest` F's floor cannot change the DP's value (F does not increase with the
-        # budget, and every allocation leaves segment i that many to take): no MILP is spent there.
-        lowest = self.lowest(i)
-        steps = {cap * k // MODE_BOUND_STEPS for k in range(MODE_BOUND_STEPS + 1)}
-        for g in sorted({g for g in steps if g >= lowest} | {cap}, reverse=True):
-            if time.perf_counter() > self.deadline:
-                break
-            sub, index = _sliced_segment(self.seg, i, h0, h1, g)
-            known = self.fronts[key].upper(g)  # a schedule within g crossbars: its span caps F(g)
-            r, sched = self._mode_bound(sub, None if known is None else known.span_ns)
-            floor[:g + 1] = [max(x, r) for x in floor[:g + 1]]
-            if sched is not None:  # a segment schedule within g crossbars: an upper point of the front
-                tight = r >= sched.makespan_ns * (1.0 - self.gap)
-                self.fronts[key].solves.append(self._entry(sub, index, sched, None, g, r, 0.0, tight))
+        Before, the lazy loop proved the small segments only where the DP's bound put them, so R sat
+        up to 2 ms below the rest's optimum, every cutoff of YOLOv5n int8's 56-operator head was as
+        loose (50 crossbars / 1000 ns: 12.2 ms at 22 crossbars, spans 9.2), and its solves ran to their
+        time limits.  Settled (76 solves, all proven, ~3 s there), most of them are proven infeasible
+        in 0.1-0.8 s; that point went from 49 to 24 s (``bench/yolo_chains.py``), and the mode-bound
+        MILPs that used to floor the head (a module of their own, 0.5-3 s each) no longer paid."""
+        self.settled = True
+        at = {key: self.caps[key[0]] for key in self.keys if len(self.seg.members[key[0]]) < LARGE_SEGMENT}
+        while at and time.perf_counter() < self.deadline:
+            self.solve_all([self.prepare(key, b, seconds) for key, b in at.items()])
+            for key, b in list(at.items()):
+                done = [s for s in self.fronts[key].solves if s.limit == b and s.finished]
+                below = min(s.used for s in done) - 1 if done else b - 1
+                if below < self.lowest(key[0]):
+                    del at[key]
+                else:
+                    at[key] = below
 
     def loose_segments(self, lower_path: list[tuple[bool, int]], tolerance_ns: float) -> list[tuple[_Key, int]]:
-        """:meth:`.segments._Decomposition.loose_segments`, after escalating (:meth:`escalate`) the large
-        segments among them, on the DP's new allocation when that changed a floor."""
+        """:meth:`.segments._Decomposition.loose_segments`; the first time a large segment is among them,
+        after :meth:`settle`, on the DP's new allocation."""
         targets = super().loose_segments(lower_path, tolerance_ns)
-        fresh = [key for key, _ in targets if key not in self.escalated
-                 and len(self.seg.members[key[0]]) >= MODE_BOUND_OPERATORS]
-        if not fresh:
+        if self.settled or all(len(self.seg.members[key[0]]) < LARGE_SEGMENT for key, _ in targets):
             return targets
-        for key in fresh:
-            self.escalate(key)
+        self.settle()
         return super().loose_segments(self.best(lower=True)[1], tolerance_ns)
 
     def solve_all(self, jobs: list) -> None:
@@ -318,34 +302,31 @@ class _SlicedDecomposition(_Decomposition):
             return any(s.limit == limit and (s.finished or s.seconds >= seconds) for s in self.fronts[key].solves
                        if s.seconds > 0)  # (the warm start's entry, seconds 0, is no solve)
         jobs = [job for job in jobs if not answered(*job[:3])]
-        large = [len(self.seg.members[job[0][0]]) >= MODE_BOUND_OPERATORS for job in jobs]
+        large = [len(self.seg.members[job[0][0]]) >= LARGE_SEGMENT for job in jobs]
         tables = dp_tables(self) if any(large) and math.isfinite(self.incumbent_ns) else None
         super().solve_all([(*job, self.cutoff_ns(job[0], job[1], tables) if tables is not None and big else None)
                            for job, big in zip(jobs, large)])
 
     def run(self, job) -> _Solve | None:
-        key, limit, seconds, sub, index, warm, cutoff = job
-        if self.deadline - time.perf_counter() < 0.01:
+        key, limit, seconds, sub, index, warm, lb, cutoff = job
+        left = self.deadline - time.perf_counter()
+        if left < 0.01:
             return None
-        # The mode bound (a proven F(limit) >= lb, :mod:`.mode_bound`) for large segments: the solve's
-        # ``T >= lb`` row and its bound, and its modes' schedule a warm start if shorter; a warm start
-        # within the gap of it is optimal without a solve.
-        lb, primal = self._mode_bound(sub, warm.makespan_ns) if key in self.escalated else (0.0, None)
-        if primal is not None and primal.makespan_ns < warm.makespan_ns:
-            warm = primal
-        left = self.deadline - time.perf_counter()  # (after the mode bound: CP-SAT gets what it left)
+        # ``lb``: what the front proved at this budget when the job was made (not while the solves of
+        # the batch run beside it).  A warm start within the gap of it is optimal without a solve, one
+        # at the cutoff tells the DP all it needs.  Not a ``T >= lb`` row of the solve: that row made
+        # CP-SAT slower on the zoo's heads (YOLOv8n int8, 25 crossbars / 50 ns: 15 crossbars proven in
+        # 0.7 s without it, 14 s with), and it is entered below anyway.
         if lb >= warm.makespan_ns * (1.0 - self.gap):
             out = SlicedOutcome("optimal", warm, None, min(lb, warm.makespan_ns), 0.0, 0, 0, True)
-        elif cutoff is not None and lb >= cutoff:  # the mode bound already says all the DP needs here
+        elif cutoff is not None and lb >= cutoff:
             return self._entry(sub, index, warm, None, limit, lb, seconds, False)
-        elif left < 0.01:  # the mode bound used the time: its bound and schedule, as no solve (seconds 0)
-            return self._entry(sub, index, warm, None, limit, lb, 0.0, False)
         else:
             # ``seconds`` of CP-SAT's deterministic time (the wall clock only at the deadline): the
             # solves, hence the fronts, the DP and the answer, do not depend on the machine's load.
             out = solve_sliced(sub, SolveOptions(time_limit_s=left, mip_gap=self.gap, seed=self.seed, threads=1),
-                               warm, work_limit_s=seconds, lower_bound_ns=lb, cutoff_ns=cutoff)
-            if out.schedule is None:  # (proven above the cutoff: F_i's optimum there is still unknown)
+                               warm, work_limit_s=seconds, cutoff_ns=cutoff)
+            if out.schedule is None:  # (none within the cutoff, or none in time: F_i's optimum is still unknown)
                 out = replace(out, finished=False)
         sched, order, bound = out.schedule, out.host_order, max(out.bound_ns, lb)
         if sched is None or sched.makespan_ns > warm.makespan_ns:  # nothing (better) in time: the warm start
