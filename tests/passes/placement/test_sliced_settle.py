@@ -10,10 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
-from _brute import brute_force_sliced, random_chained_sliced_problem
+from _brute import brute_force_sliced, random_chained_sliced_problem, random_sliced_problem
 
+from cimsplit.passes.placement import SolveOptions
 from cimsplit.passes.placement.simulate import simulate
 from cimsplit.passes.placement.solvers.cpsat import sliced_segments
+from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced
 from cimsplit.passes.placement.solvers.cpsat.sliced_segments import _sliced_segment, split_sliced
 
 
@@ -76,11 +78,6 @@ def test_a_sliced_solve_stopped_without_a_schedule_keeps_a_true_bound():
     """Stopped at once (a tiny deterministic limit) below or just above the optimum, a solve with a cutoff
     may end without a schedule; its bound is then CP-SAT's, capped by the cutoff, and never above the
     brute-force optimum."""
-    from _brute import random_sliced_problem
-
-    from cimsplit.passes.placement import SolveOptions
-    from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced
-
     without = 0
     for seed in range(40):
         problem = random_sliced_problem(random.Random(7300 + seed))
