@@ -14,7 +14,17 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["write_atomic", "cache_dir"]
+
+
+def cache_dir() -> Path:
+    """Where cimsplit keeps what it measured or built once: ``$CIMSPLIT_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/cimsplit``, else ``~/.cache/cimsplit``."""
+    if os.environ.get("CIMSPLIT_CACHE_DIR"):
+        return Path(os.environ["CIMSPLIT_CACHE_DIR"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "cimsplit"
+    return Path.home() / ".cache" / "cimsplit"
 
 
 def _default_mode() -> int:

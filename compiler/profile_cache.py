@@ -11,7 +11,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 from pathlib import Path
 
 import onnxruntime as ort
@@ -19,19 +18,34 @@ import onnxruntime as ort
 from cimsplit.compiler.host_profile import PROFILED_HERE, HostProfile, _Loaded, check_fingerprint, cpu_model, profile_model
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
 from cimsplit.errors import CimsplitError
+from cimsplit.files import cache_dir
 
-__all__ = ["cache_dir", "cached_profile", "host_profile_for"]
+__all__ = ["cache_dir", "cached_profile", "find_cached_profile", "host_profile_for"]
 
 log = logging.getLogger(__name__)
 
 
-def cache_dir() -> Path:
-    """``$CIMSPLIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/cimsplit``, else ``~/.cache/cimsplit``."""
-    if os.environ.get("CIMSPLIT_CACHE_DIR"):
-        return Path(os.environ["CIMSPLIT_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "cimsplit"
-    return Path.home() / ".cache" / "cimsplit"
+def _cache_file(loaded: _Loaded, threads: int, level: str) -> Path:
+    identity = [loaded.fingerprint, threads, cpu_model(), ort.__version__] + ([level, f"attribution {ATTRIBUTION_VERSION}"] if level != "off" else [])
+    return cache_dir() / "profiles" / f"{hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]}.json"
+
+
+def find_cached_profile(loaded: _Loaded, threads: int = 1, level: str = "all") -> HostProfile | None:
+    """This machine's cached profile of ``loaded`` (see :func:`cached_profile`), or None if there is none yet."""
+    path = _cache_file(loaded, threads, level)
+    if not path.exists():
+        return None
+    try:
+        profile = HostProfile.load(path)
+    except CimsplitError as exc:
+        log.warning("ignoring the unreadable cached host profile %s: %s", path, exc.one_line())
+        return None
+    if (profile.fingerprint, profile.threads, profile.cpu, profile.ort_version, profile.level) != (
+        loaded.fingerprint, threads, cpu_model(), ort.__version__, level
+    ):
+        return None
+    log.info("using the cached host profile %s", path)
+    return dataclasses.replace(profile, source=PROFILED_HERE, cache_file=str(path)).for_model(loaded.model)
 
 
 def cached_profile(loaded: _Loaded, threads: int = 1, progress: bool | None = None, level: str = "all") -> HostProfile:
@@ -43,21 +57,10 @@ def cached_profile(loaded: _Loaded, threads: int = 1, progress: bool | None = No
     cache key is the name-blind fingerprint, so the profile is re-keyed to
     ``loaded``'s node names (:meth:`HostProfile.for_model`).
     """
-    cpu, version = cpu_model(), ort.__version__
-    identity = [loaded.fingerprint, threads, cpu, version] + ([level, f"attribution {ATTRIBUTION_VERSION}"] if level != "off" else [])
-    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
-    path = cache_dir() / "profiles" / f"{key}.json"
-    if path.exists():
-        try:
-            profile = HostProfile.load(path)
-        except CimsplitError as exc:
-            log.warning("ignoring the unreadable cached host profile %s: %s", path, exc.one_line())
-        else:
-            if (profile.fingerprint, profile.threads, profile.cpu, profile.ort_version, profile.level) == (
-                loaded.fingerprint, threads, cpu, version, level
-            ):
-                log.info("using the cached host profile %s", path)
-                return dataclasses.replace(profile, source=PROFILED_HERE, cache_file=str(path)).for_model(loaded.model)
+    cached = find_cached_profile(loaded, threads, level)
+    if cached is not None:
+        return cached
+    path = _cache_file(loaded, threads, level)
     log.info("profiling the model on this machine (%d thread(s), level %s); cached in %s", threads, level, path)
     profile = profile_model(loaded, threads=threads, progress=progress, level=level)
     if profile.warnings:

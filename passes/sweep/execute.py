@@ -17,14 +17,15 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any
 
 from cimsplit.errors import CimsplitError
 from cimsplit.passes.sweep.chain import ChainTask, Settled, run_chain, run_chain_list
 from cimsplit.passes.sweep.task import PointTask, error_row
 
-__all__ = ["execute", "execute_chains", "default_workers"]
+__all__ = ["execute", "execute_chains", "default_workers", "process_pool"]
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +34,27 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
+@contextmanager
+def process_pool(workers: int) -> Iterator[Executor]:
+    """``workers`` spawned processes; leaving the block cancels what has not started and waits for the rest."""
+    executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        yield executor
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
 def execute(tasks: Sequence[PointTask], workers: int | None = None, scheduler: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Solve ``tasks`` one by one (no chains); yield ``(index into tasks, row)`` as each finishes."""
     chains = [ChainTask((task,)) for task in tasks]
     return ((i, row) for i, _, row, _ in execute_chains(chains, workers, scheduler))
 
 
-def execute_chains(chains: Sequence[ChainTask], workers: int | None = None, scheduler: str | None = None
-                   ) -> Iterator[tuple[int, int, dict[str, Any], dict[str, Any] | None]]:
-    """Solve ``chains``; yield ``(index into chains, position in the chain, row, carry)`` per settled point."""
+def execute_chains(chains: Sequence[ChainTask], workers: int | None = None, scheduler: str | None = None,
+                   pool: Executor | None = None) -> Iterator[tuple[int, int, dict[str, Any], dict[str, Any] | None]]:
+    """Solve ``chains``; yield ``(index into chains, position in the chain, row, carry)`` per settled point.
+
+    ``pool``: the local processes to use (:func:`process_pool`, ``workers`` of them) instead of new ones."""
     if not chains:
         return iter(())
     if scheduler:
@@ -51,7 +64,9 @@ def execute_chains(chains: Sequence[ChainTask], workers: int | None = None, sche
         raise CimsplitError(f"--workers must be at least 1, got {workers}")
     if workers == 1 or len(chains) == 1:
         return ((i, *settled) for i, chain in enumerate(chains) for settled in run_chain(chain))
-    return _flat(_pool(chains, min(workers, len(chains))))
+    if pool is not None:
+        return _flat(_pool(chains, pool))
+    return _flat(_in_new_pool(chains, min(workers, len(chains))))
 
 
 def _flat(results: Iterator[tuple[int, list[Settled]]]) -> Iterator[tuple[int, int, dict[str, Any], dict[str, Any] | None]]:
@@ -70,13 +85,17 @@ def _settled(future: Any, chain: ChainTask) -> list[Settled]:
                 for i, task in enumerate(chain.tasks) if chain.carry(i) is None]
 
 
-def _pool(chains: Sequence[ChainTask], workers: int) -> Iterator[tuple[int, list[Settled]]]:
-    executor = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+def _in_new_pool(chains: Sequence[ChainTask], workers: int) -> Iterator[tuple[int, list[Settled]]]:
+    with process_pool(workers) as pool:
+        yield from _pool(chains, pool)
+
+
+def _pool(chains: Sequence[ChainTask], executor: Executor) -> Iterator[tuple[int, list[Settled]]]:
+    # Largest chains first (:attr:`ChainTask.work`), so that a long chain does not start last and
+    # run alone (the paper's sweep: YOLOv5n's four chains, 88 % of its solve time, came last).
+    order = sorted(range(len(chains)), key=lambda i: (-chains[i].work, i))
+    pending = {executor.submit(run_chain_list, chains[i]): i for i in order}
     try:
-        # Largest chains first (:attr:`ChainTask.work`), so that a long chain does not start last and
-        # run alone (the paper's sweep: YOLOv5n's four chains, 88 % of its solve time, came last).
-        order = sorted(range(len(chains)), key=lambda i: (-chains[i].work, i))
-        pending = {executor.submit(run_chain_list, chains[i]): i for i in order}
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             # Yield finished chains in chain order so that equal-time finishes stay deterministic.
@@ -84,7 +103,8 @@ def _pool(chains: Sequence[ChainTask], workers: int) -> Iterator[tuple[int, list
                 index = pending.pop(future)
                 yield index, _settled(future, chains[index])
     finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+        for future in pending:  # stopped early: what has not started never will
+            future.cancel()
 
 
 def _dask(chains: Sequence[ChainTask], address: str) -> Iterator[tuple[int, list[Settled]]]:
