@@ -50,7 +50,7 @@ _Decomposition = Any
 _Key = tuple[int, bool, bool]
 """(segment, entry bottleneck on the host, exit bottleneck on the host)."""
 
-__all__ = ["descend", "dp_tables", "host_floor", "rest_ns", "useful_budgets"]
+__all__ = ["best_path", "descend", "dp_tables", "host_floor", "rest_ns", "useful_budgets"]
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,52 @@ def dp_tables(dec: _Decomposition) -> tuple[list[dict[bool, np.ndarray]], list[d
                         best = np.minimum(best, _shift(backward[i + 1][h1], spent + crossbars) + span + duration)
             backward[i][h0] = best
     return forward, backward
+
+
+def best_path(dec: _Decomposition, lower: bool) -> tuple[float, list[tuple[bool, int]]]:
+    """The DP over ``dec``'s chain: (value, [(device of bottleneck i, crossbars spent in segment i), ...]);
+    ``lower``: of the fronts' lower bounds, else of their solutions.
+
+    One array per device of each bottleneck over the crossbars used so far (exactly, inf where
+    unreachable), with back-pointers.  Ties keep the first candidate in the order (device of the
+    previous bottleneck, host first; crossbars used before it, fewest first), and the end state with
+    the fewest crossbars among the best."""
+    seg, devices, size = dec.seg, dec.devices, dec.budget + 1
+    points = {key: front.lower_steps(dec.caps[key[0]]) if lower else front.upper_points()
+              for key, front in dec.fronts.items()}
+    start = np.full(size, math.inf)
+    start[0] = 0.0
+    values: dict[bool, np.ndarray] = {True: start}
+    # per layer: device -> (device before, crossbars used before, crossbars spent in the segment) arrays
+    back: list[dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
+    for i in range(len(dec.chain) - 1):
+        layer, pointers = {}, {}
+        for h1, duration, crossbars in devices[i + 1]:
+            best = np.full(size, math.inf)
+            came_host, came_used, came_spent = np.ones(size, bool), np.zeros(size, int), np.zeros(size, int)
+            for h0 in sorted(values):
+                steps = points[(i, h0, h1)] if seg.members[i] else [(0, dec.direct(i, h0, h1))]
+                for spent, span in reversed(steps):  # more spent, fewer used before: first among ties
+                    shift = spent + crossbars
+                    if shift >= size:
+                        continue
+                    candidate = values[h0][:size - shift] + span + duration
+                    better = np.flatnonzero(candidate < best[shift:])
+                    best[shift + better] = candidate[better]
+                    came_host[shift + better], came_used[shift + better], came_spent[shift + better] = h0, better, spent
+            layer[h1], pointers[h1] = best, (came_host, came_used, came_spent)
+        values = layer
+        back.append(pointers)
+    ends = [(float(row[used]), int(used), h) for h, row in values.items() for used in [int(np.argmin(row))]]
+    if not ends or min(ends)[0] == math.inf:
+        return math.inf, []
+    value, used, h = min(ends, key=lambda end: end[:2])
+    path = []
+    for pointers in reversed(back):
+        came_host, came_used, came_spent = pointers[h]
+        h, used, spent = bool(came_host[used]), int(came_used[used]), int(came_spent[used])
+        path.append((h, spent))
+    return value, path[::-1]
 
 
 def _lower_array(dec: _Decomposition, key: _Key) -> np.ndarray:

@@ -57,13 +57,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
-from cimsplit.passes.placement.solvers.cpsat.fronts import _Front, _Key, _Solve, descend
+from cimsplit.passes.placement.solvers.cpsat.fronts import _Front, _Key, _Solve, best_path, descend
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, solve_cpsat
 
 __all__ = ["LARGEST_SEGMENT", "Segments", "SegmentsRun", "chain_segments", "run_decomposition", "solve_by_segments",
@@ -332,48 +330,8 @@ class _Decomposition:
         return self._direct.get((self.chain[i], self.chain[i + 1]), 0.0)
 
     def best(self, lower: bool) -> tuple[float, list[tuple[bool, int]]]:
-        """DP over the chain: (value, [(device of bottleneck i, crossbars spent in segment i), ...]).
-
-        One array per device of each bottleneck over the crossbars used so far (exactly, inf where
-        unreachable), with back-pointers.  Ties keep the first candidate in the order (device of the
-        previous bottleneck, host first; crossbars used before it, fewest first), and the end state with
-        the fewest crossbars among the best."""
-        seg, devices, size = self.seg, self.devices, self.budget + 1
-        points = {key: front.lower_steps(self.caps[key[0]]) if lower else front.upper_points()
-                  for key, front in self.fronts.items()}
-        start = np.full(size, math.inf)
-        start[0] = 0.0
-        values: dict[bool, np.ndarray] = {True: start}
-        # per layer: device -> (device before, crossbars used before, crossbars spent in the segment) arrays
-        back: list[dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []
-        for i in range(len(self.chain) - 1):
-            layer, pointers = {}, {}
-            for h1, duration, crossbars in devices[i + 1]:
-                best = np.full(size, math.inf)
-                came_host, came_used, came_spent = np.ones(size, bool), np.zeros(size, int), np.zeros(size, int)
-                for h0 in sorted(values):
-                    steps = points[(i, h0, h1)] if seg.members[i] else [(0, self.direct(i, h0, h1))]
-                    for spent, span in reversed(steps):  # more spent, fewer used before: first among ties
-                        shift = spent + crossbars
-                        if shift >= size:
-                            continue
-                        candidate = values[h0][:size - shift] + span + duration
-                        better = np.flatnonzero(candidate < best[shift:])
-                        best[shift + better] = candidate[better]
-                        came_host[shift + better], came_used[shift + better], came_spent[shift + better] = h0, better, spent
-                layer[h1], pointers[h1] = best, (came_host, came_used, came_spent)
-            values = layer
-            back.append(pointers)
-        ends = [(float(row[used]), int(used), h) for h, row in values.items() for used in [int(np.argmin(row))]]
-        if not ends or min(ends)[0] == math.inf:
-            return math.inf, []
-        value, used, h = min(ends, key=lambda end: end[:2])
-        path = []
-        for pointers in reversed(back):
-            came_host, came_used, came_spent = pointers[h]
-            h, used, spent = bool(came_host[used]), int(came_used[used]), int(came_spent[used])
-            path.append((h, spent))
-        return value, path[::-1]
+        """DP over the chain: (value, [(device of bottleneck i, crossbars spent in segment i), ...]) (:func:`best_path`)."""
+        return best_path(self, lower)
 
     def _exit_host(self, path: list[tuple[bool, int]], i: int) -> bool:
         """Device of bottleneck i + 1 on ``path`` (``<end>`` is on the host)."""
