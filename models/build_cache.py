@@ -6,7 +6,7 @@ bytes depend on: the build's arguments, the source of ``cimsplit.models`` (the
 builders and the quantization recipe) and the versions of onnx, onnxruntime
 and numpy (the quantizer, the seeded weights).  A build is deterministic for
 one key (tested), so an entry is the build; one that does not parse is built
-again.
+again, and an edited zoo or an upgrade replaces the entries it makes stale.
 """
 
 from __future__ import annotations
@@ -37,18 +37,24 @@ def _source_digest() -> str:
 
 
 def build_key(name: str, **arguments: Any) -> str:
-    """The cache entry's name for ``zoo.build(name, **arguments)`` with this install."""
+    """The cache entry's name for ``zoo.build(name, **arguments)`` with this install:
+    ``NAME-<arguments' hash>-<install's hash>``."""
     import onnxruntime
 
-    identity = [name, sorted(arguments.items()), _source_digest(), onnx.__version__, onnxruntime.__version__, np.__version__]
-    return f"{name}-{hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:20]}"
+    def digest(value: object) -> str:
+        return hashlib.sha256(json.dumps(value, default=str).encode()).hexdigest()[:12]
+
+    install = [_source_digest(), onnx.__version__, onnxruntime.__version__, np.__version__]
+    return f"{name}-{digest(sorted(arguments.items()))}-{digest(install)}"
 
 
 def cached_build(name: str, **arguments: Any) -> bytes:
-    """``zoo.build(name, **arguments).SerializeToString()``, from the cache when it has it."""
+    """``zoo.build(name, **arguments).SerializeToString()``, from the cache when it has it.  Writing an
+    entry removes those of the same build made by another install (one entry per build)."""
     from cimsplit.models import zoo
 
-    path = cache_dir() / "zoo" / f"{build_key(name, **arguments)}.onnx"
+    key = build_key(name, **arguments)
+    path = cache_dir() / "zoo" / f"{key}.onnx"
     if path.is_file():
         data = path.read_bytes()
         try:
@@ -60,6 +66,9 @@ def cached_build(name: str, **arguments: Any) -> bytes:
     data = zoo.build(name, **arguments).SerializeToString()
     try:
         write_atomic(path, data)
+        for stale in path.parent.glob(f"{key.rsplit('-', 1)[0]}-*.onnx"):
+            if stale != path:
+                stale.unlink(missing_ok=True)
     except OSError as exc:
         log.warning("cannot cache the zoo model in %s: %s", path, exc)
     return data

@@ -51,3 +51,16 @@ def test_the_key_follows_the_arguments_and_the_builders_source(monkeypatch: pyte
                 build_cache.build_key("resnet18", **ARGS)}) == 4
     monkeypatch.setattr(build_cache, "_source_digest", lambda: "an edited builder")
     assert build_cache.build_key("mobilenet_v2", **ARGS) != key
+
+
+def test_a_new_install_replaces_its_stale_entries(private_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build_cache.cached_build("mobilenet_v2", **ARGS)
+    build_cache.cached_build("mobilenet_v2", image_size=32, int8=False)  # another build: kept
+    before = sorted(p.name for p in private_cache.iterdir())
+    other = build_cache.build_key("mobilenet_v2", image_size=32, int8=False) + ".onnx"
+    monkeypatch.setattr(build_cache, "_source_digest", lambda: "an edited builder")
+    build_cache.cached_build("mobilenet_v2", **ARGS)
+    after = sorted(p.name for p in private_cache.iterdir())
+    assert len(before) == len(after) == 2
+    assert entry(private_cache).name in after and entry(private_cache).name not in before
+    assert other in before and other in after
