@@ -308,7 +308,7 @@ def _warm_start(problem: PlacementProblem, options: SolveOptions, best: Schedule
     if not options.warm_start or options.plain:
         return best, best_name, 0.0
     begin = time.perf_counter()
-    found = best_heuristic(problem, options.heuristic_share * heuristic_budget_s(problem, options.time_limit_s), seed=0)
+    found = best_heuristic(problem, heuristic_budget_s(problem, options.time_limit_s), seed=0)
     heuristic_s = time.perf_counter() - begin
     found = validate(problem, found.on_host, host_order=None, start_ns=found.start_ns,
                      objective_ns=found.makespan_ns, source="heuristic")

@@ -47,9 +47,6 @@ class SolveOptions:
     warm_start: bool = True
     """Hand the solver the best baseline/heuristic schedule as start and (unless ``plain``)
     its makespan as upper bound; ``False`` solves cold, to measure the solver on its own."""
-    heuristic_share: float = 1.0
-    """The share of :func:`~cimsplit.passes.placement.heuristics.heuristic_budget_s` the warm-start heuristic
-    gets (the whole-operator step before a sliced one gives it a quarter: its schedule is only a warm start)."""
     slicing: str = "auto"
     """Operator slicing (TSO), one of :data:`SLICING_CHOICES`; acts only on problems with slicing options."""
     lower_bound_ns: float = 0.0

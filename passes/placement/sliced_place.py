@@ -48,10 +48,6 @@ WHOLE_SHARE = 0.5
 """The part of the time limit the whole-operator step may use when a sliced step follows."""
 WHOLE_GAP = 0.05
 """The gap at which the whole-operator step stops when a sliced step follows (:func:`whole_step_options`)."""
-WHOLE_HEURISTIC_SHARE = 0.25
-"""The share of its warm-start heuristic's budget the whole-operator step gets when a sliced step follows.
-``sweep --paper``'s chains, one process each (``bench/results/sweep_prepare_zen4.txt``): the heuristic
-7.8 -> 2.6 s of CPU and every placement of the 64 points the same, all proven."""
 
 
 def slicing_kinds(choice: str) -> tuple[str, ...]:
@@ -89,13 +85,12 @@ def whole_step_options(problem: PlacementProblem, options: SolveOptions) -> Solv
     to 5 %: ``sweep --paper`` 100 -> 81 s (YOLOv5n 142 -> 107 s of solving: its whole steps at 25 and
     50 crossbars took 3-10 s each, now under 0.5 s) with every makespan the same, the other five
     models' grid 189 -> 163 s (78 of 80 points proven either way).  The sliced step keeps a shorter
-    schedule that slices nothing (:func:`place_sliced`).  Its warm-start heuristic gets
-    :data:`WHOLE_HEURISTIC_SHARE` of its budget, for the same reason.  Otherwise ``options``.
+    schedule that slices nothing (:func:`place_sliced`).  Otherwise ``options``.
     """
     if options.slicing == "off" or not fits(with_kinds(problem, slicing_kinds(options.slicing))):
         return options
     return replace(options, time_limit_s=WHOLE_SHARE * options.time_limit_s,
-                   mip_gap=max(WHOLE_GAP, options.mip_gap or 0.0), heuristic_share=WHOLE_HEURISTIC_SHARE)
+                   mip_gap=max(WHOLE_GAP, options.mip_gap or 0.0))
 
 
 def _gap(objective_ns: float, bound_ns: float) -> float:

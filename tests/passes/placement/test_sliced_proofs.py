@@ -232,24 +232,16 @@ def test_a_sliced_schedule_indexes_the_problems_own_options():
     assert split_sliced(one_conv(budget=1, slicings=((big, KS),))).bottlenecks == (0, 1, 2)
 
 
-def test_the_whole_operator_step_gets_half_the_limit_a_5_percent_gap_and_a_quarter_heuristic_before_a_sliced_step(
-        monkeypatch: pytest.MonkeyPatch):
-    from cimsplit.passes.placement import driver
-    from cimsplit.passes.placement.heuristics import heuristic_budget_s
-
+def test_the_whole_operator_step_gets_half_the_limit_and_a_5_percent_gap_when_a_sliced_step_follows():
     options = SolveOptions(time_limit_s=20.0)
     whole = whole_step_options(one_conv(), options)  # KS (2 crossbars) fits the budget of 2
-    assert (whole.time_limit_s, whole.mip_gap, whole.heuristic_share) == (10.0, 0.05, 0.25)
+    assert (whole.time_limit_s, whole.mip_gap) == (10.0, 0.05)
     assert whole_step_options(one_conv(), replace(options, mip_gap=0.1)).mip_gap == 0.1  # the caller's, if larger
     for alone in (whole_step_options(one_conv(), replace(options, slicing="off")),
                   whole_step_options(one_conv(budget=1), options)):  # nothing fits: no sliced step
-        assert (alone.time_limit_s, alone.mip_gap, alone.heuristic_share) == (20.0, None, 1.0)
-    budgets: list[float] = []
-    real = driver.best_heuristic
-    monkeypatch.setattr(driver, "best_heuristic", lambda p, budget, seed: budgets.append(budget) or real(p, budget, seed))
+        assert (alone.time_limit_s, alone.mip_gap) == (20.0, None)
     result = place(one_conv(), options)  # and the answer is the sliced optimum (550, as computed above)
     assert (result.schedule.makespan_ns, result.solver.status) == (550.0, "optimal")
-    assert budgets == [0.25 * heuristic_budget_s(replace(one_conv(), slicings=()), 10.0)]
 
 
 def _random_sliced_schedule(problem: PlacementProblem, rng: random.Random):
