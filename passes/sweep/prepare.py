@@ -2,15 +2,17 @@
 
 :func:`prepare_tasks` gives one :class:`PointTask` per grid point.  Each model
 is one job (:func:`prepare_model`): build it if it is a zoo name (quantizing
-one is seconds of single-threaded work, done once: :mod:`cimsplit.models.build_cache`), load it through the front end once
-per crossbar size, take each host's latencies, and cost every point.  The jobs
-run side by side in the sweep's process pool when it has one — the paper's
-four int8 models took 11 s one after the other before the first solve.
+one is seconds of single-threaded work, done once per install:
+:mod:`cimsplit.models.build_cache`), load it through the front end once per
+crossbar size, take each host's latencies, and cost every point.  The jobs run
+side by side in the sweep's process pool when it has one — the paper's four
+int8 models took 11 s one after the other before the first solve.
 
 Host latencies measured here must be measured on a quiet machine, so a worker
 never profiles: a model whose profile on this machine is not cached yet comes
 back unprepared and is prepared again in this process once every job is done,
-while the pool is idle (:func:`find_cached_profile`).
+while the pool is idle (:func:`find_cached_profile`).  So is a model whose job
+died with its worker.
 """
 
 from __future__ import annotations
@@ -165,20 +167,20 @@ def prepare_model(spec: SweepSpec, source: ModelSource, hosts: Sequence[HostSpec
              "objective": spec.objective, "frames_in_flight": spec.frames_in_flight, "slicing": spec.slicing}
     tasks: list[PointTask] = []
     references: References = {}
+    build_error = None
     try:
         if build and source.zoo is not None:
             _build_zoo(source, spec.image_size, spec.int8)
-        built = None
     except Exception as exc:  # every point of the model fails alike; the sweep goes on
-        built = _message(exc)
+        build_error = _message(exc)
     model_spec = ModelSpec(str(source.path), dict(spec.input_shapes))
     loaded_by_size: dict[tuple[int, int], Any] = {}
     for host in hosts:
         points = [SweepPoint(source.label, host.label, c, t, bound) for c in spec.crossbars
                   for t in spec.mvm_latencies_ns for bound in spec.max_latencies_ns]
         try:
-            if built is not None:
-                raise CimsplitError(built)
+            if build_error is not None:
+                raise CimsplitError(build_error)
             base = load_hardware(host.spec)
             size = (base.crossbar_rows, base.crossbar_cols)
             if size not in loaded_by_size:
@@ -219,15 +221,21 @@ def prepare_tasks(spec: SweepSpec, models: Sequence[ModelSource], hosts: Sequenc
             observer.preparing(source.label, host.label)
 
     prepared: list[tuple[list[PointTask], References] | None] = [None] * len(models)
+    built: set[int] = set()  # models whose job ran to the end (built, if from the zoo)
     if pool is not None:
         for source in models:
             announce(source)
         futures = [pool.submit(prepare_model, spec, source, hosts, False) for source in models]
-        prepared = [future.result() for future in futures]
+        for i, future in enumerate(futures):
+            try:
+                prepared[i] = future.result()
+                built.add(i)
+            except Exception:  # noqa: BLE001 (its worker died): prepare it here
+                log.debug("preparing %s in a worker failed", models[i].label, exc_info=True)
     for i, source in enumerate(models):
         if prepared[i] is None:
             announce(source)
-            prepared[i] = prepare_model(spec, source, hosts, build=pool is None)
+            prepared[i] = prepare_model(spec, source, hosts, build=i not in built)
     tasks: list[PointTask] = []
     references: References = {}
     for result in prepared:

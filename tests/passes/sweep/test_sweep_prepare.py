@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import Executor, Future
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,15 @@ class InlinePool(Executor):
             future.set_result(fn(*args, **kwargs))
         finally:
             self.inside = False
+        return future
+
+
+class DeadPool(Executor):
+    """Every job's worker dies."""
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        future.set_exception(BrokenProcessPool("a worker died"))
         return future
 
 
@@ -67,3 +77,8 @@ def test_profiles_are_measured_outside_the_pool_and_once(tmp_path: Path, monkeyp
     again, _ = prepare_tasks(spec, models, hosts, observer, pool)
     assert len(measured) == count and pool.jobs == 2 and observer.models == ["tiny"]  # the cached profile, in the pool
     assert [t.fingerprint for t in again] == [t.fingerprint for t in tasks]
+
+    observer = Announced()
+    alone, _ = prepare_tasks(spec, models, hosts, observer, DeadPool())  # prepared here instead
+    assert observer.models == ["tiny", "tiny"] and len(measured) == count
+    assert [t.fingerprint for t in alone] == [t.fingerprint for t in tasks]
