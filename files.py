@@ -6,6 +6,9 @@ is flushed to disk, gets the mode a plain ``open()`` would give it
 destination.  On any failure the temporary file is removed and the destination
 is left as it was.  Whole output directories are written by
 :func:`cimsplit.passes.emit.directory.write_directory_atomically`.
+
+:func:`cache_dir` is where what is measured or built once is kept (host
+profiles, zoo builds).
 """
 
 from __future__ import annotations
