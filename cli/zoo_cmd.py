@@ -6,7 +6,8 @@
 
 An existing file is never replaced unless ``--force`` is given; even then the
 new model is written to a temporary file next to it and moved into place only
-once complete, so an interrupted run loses nothing.
+once complete, so an interrupted run loses nothing.  A build is kept in the zoo
+cache (:mod:`cimsplit.models.build_cache`): the same model asked again is read back.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import onnx
+
     from cimsplit.models import zoo
+    from cimsplit.models.build_cache import cached_build
 
     if args.list:
         width = max(len(n) for n in zoo.NAMES)
@@ -60,12 +64,13 @@ def run(args: argparse.Namespace) -> int:
     path = OUTPUT.parse(args).path
     assert path is not None
 
-    model = zoo.build(
+    data = cached_build(
         args.name, batch=args.batch, image_size=args.image_size, int8=args.int8, seed=args.seed,
         dynamic_batch=args.dynamic_batch, activations=args.activations or "int8", per_channel=not args.per_tensor,
     )
+    model = onnx.load_from_string(data)
     try:
-        size_bytes = write_atomic(path, model.SerializeToString())
+        size_bytes = write_atomic(path, data)
     except OSError as exc:
         raise CimsplitError(f"cannot write {path}: {exc.strerror or exc}") from None
     if args.int8:
