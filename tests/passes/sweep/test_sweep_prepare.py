@@ -1,4 +1,5 @@
-"""Preparing a sweep's models side by side: a pool worker never measures this machine's latencies."""
+"""Preparing a sweep's models side by side: a pool worker never measures this machine's latencies, and a model
+whose worker died is prepared in the main process."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class Announced(SweepObserver):
         self.models.append(model)
 
 
-def test_profiles_are_measured_outside_the_pool_and_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_never_measures_and_a_dead_worker_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CIMSPLIT_CACHE_DIR", str(tmp_path / "cache"))
     pool = InlinePool()
     measured: list[bool] = []
