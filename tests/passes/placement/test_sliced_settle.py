@@ -1,6 +1,6 @@
-"""Large segments of the sliced decomposition (solvers/cpsat/sliced_segments.py): once the lazy loop targets
-one, the other segments' fronts are settled at every budget that matters, and the decomposition with
-cutoffs and settled fronts still agrees with the brute force."""
+"""Large segments of the sliced decomposition (solvers/cpsat/sliced_segments.py): no start solves; once the lazy
+loop targets one, the other segments' fronts are settled at every budget that matters, and the decomposition
+with cutoffs and settled fronts (and no starts for the large ones) still agrees with the brute force."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def test_settle_pins_every_small_front_to_its_optimum_from_the_cap_down_to_lowes
             dec.settle()
         for key in dec.keys:
             i, h0, h1 = key
+            assert (dec.starts(key) == set()) == (len(seg.members[i]) >= 2)  # {cap, 0, ...} for the small ones
             if len(seg.members[i]) >= 2:
                 continue
             front, solved = dec.fronts[key], {s.limit for s in dec.fronts[key].solves if s.seconds > 0}

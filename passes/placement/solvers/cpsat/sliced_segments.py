@@ -374,8 +374,13 @@ class _SlicedDecomposition(_Decomposition):
         return parts_schedule(self.problem, expansion, parts, slicing[1:-1])
 
     def starts(self, key: _Key) -> set[int]:
-        """First budgets: full, none and the warm start's share (its slices' crossbars included)."""
+        """First budgets: full, none and the warm start's share (its slices' crossbars included); none for
+        a large segment, which the lazy loop reaches after :meth:`settle`, with cutoffs: its first solves
+        had none (no incumbent yet) and ran to their limits (YOLOv5n int8's head: 1.5-3 s each, three
+        or so per chain of the paper's sweep, whose four chains took 88.3 s with them, 78.5 s without)."""
         i, h0, h1 = key
+        if len(self.seg.members[i]) >= LARGE_SEGMENT:
+            return set()
         shares = {self.caps[i], 0}
         warm = self.warm_start
         if warm is not None:
