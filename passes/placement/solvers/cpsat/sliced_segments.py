@@ -260,6 +260,10 @@ class _SlicedDecomposition(_Decomposition):
             loads += [loads[-1]] * (self.caps[i] + 1 - len(loads))
             self.fronts[key].floor = [max(load, path_ns) * (1.0 - 1e-12) for load in loads]  # float sums' rounding
 
+    def large(self, i: int) -> bool:
+        """Whether segment i is large (:data:`LARGE_SEGMENT`)."""
+        return len(self.seg.members[i]) >= LARGE_SEGMENT
+
     def settle(self, seconds: float = 0.5) -> None:
         """Solve the fronts of the segments that are not large at every budget from their cap down to
         :meth:`lowest` (below it F cannot change the DP's value), so that R (:func:`.fronts.rest_ns`) is
@@ -274,7 +278,7 @@ class _SlicedDecomposition(_Decomposition):
         in 0.1-0.8 s; that point went from 49 to 24 s (``bench/yolo_chains.py``), and the mode-bound
         MILPs that used to floor the head (a module of their own, 0.5-3 s each) no longer paid."""
         self.settled = True
-        at = {key: self.caps[key[0]] for key in self.keys if len(self.seg.members[key[0]]) < LARGE_SEGMENT}
+        at = {key: self.caps[key[0]] for key in self.keys if not self.large(key[0])}
         while at and time.perf_counter() < self.deadline:
             self.solve_all([self.prepare(key, b, seconds) for key, b in at.items()])
             for key, b in list(at.items()):
@@ -289,7 +293,7 @@ class _SlicedDecomposition(_Decomposition):
         """:meth:`.segments._Decomposition.loose_segments`; the first time a large segment is among them,
         after :meth:`settle`, on the DP's new allocation."""
         targets = super().loose_segments(lower_path, tolerance_ns)
-        if self.settled or all(len(self.seg.members[key[0]]) < LARGE_SEGMENT for key, _ in targets):
+        if self.settled or not any(self.large(key[0]) for key, _ in targets):
             return targets
         self.settle()
         return super().loose_segments(self.best(lower=True)[1], tolerance_ns)
@@ -302,7 +306,7 @@ class _SlicedDecomposition(_Decomposition):
             return any(s.limit == limit and (s.finished or s.seconds >= seconds) for s in self.fronts[key].solves
                        if s.seconds > 0)  # (the warm start's entry, seconds 0, is no solve)
         jobs = [job for job in jobs if not answered(*job[:3])]
-        large = [len(self.seg.members[job[0][0]]) >= LARGE_SEGMENT for job in jobs]
+        large = [self.large(job[0][0]) for job in jobs]
         tables = dp_tables(self) if any(large) and math.isfinite(self.incumbent_ns) else None
         super().solve_all([(*job, self.cutoff_ns(job[0], job[1], tables) if tables is not None and big else None)
                            for job, big in zip(jobs, large)])
@@ -379,7 +383,7 @@ class _SlicedDecomposition(_Decomposition):
         had none (no incumbent yet) and ran to their limits (YOLOv5n int8's head: 1.5-3 s each, three
         or so per chain of the paper's sweep, whose four chains took 88.3 s with them, 78.5 s without)."""
         i, h0, h1 = key
-        if len(self.seg.members[i]) >= LARGE_SEGMENT:
+        if self.large(i):
             return set()
         shares = {self.caps[i], 0}
         warm = self.warm_start
