@@ -107,11 +107,13 @@ def _all_host(problem: PlacementProblem):
 
 
 @pytest.mark.parametrize("half", range(2))
-def test_the_sliced_model_with_its_rows_agrees_with_brute_force(half: int):
+@pytest.mark.parametrize("small", [False, True])
+def test_the_sliced_model_with_its_rows_agrees_with_brute_force(half: int, small: bool):
+    """Also with the small segments' CP-SAT parameters (``small``)."""
     for seed in range(40 * half, 40 * (half + 1)):
         problem = random_sliced_problem(random.Random(9500 + seed), max_ops=6)
         optimum = brute_force_sliced(problem)
-        out = solve_sliced(problem, SolveOptions(time_limit_s=20.0, threads=1), _all_host(problem))
+        out = solve_sliced(problem, SolveOptions(time_limit_s=20.0, threads=1), _all_host(problem), small=small)
         assert out.schedule is not None and out.status == "optimal", problem
         assert out.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
         assert out.bound_ns <= optimum + 1e-9

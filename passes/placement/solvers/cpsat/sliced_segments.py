@@ -329,7 +329,7 @@ class _SlicedDecomposition(_Decomposition):
             # ``seconds`` of CP-SAT's deterministic time (the wall clock only at the deadline): the
             # solves, hence the fronts, the DP and the answer, do not depend on the machine's load.
             out = solve_sliced(sub, SolveOptions(time_limit_s=left, mip_gap=self.gap, seed=self.seed, threads=1),
-                               warm, work_limit_s=seconds, cutoff_ns=cutoff)
+                               warm, work_limit_s=seconds, cutoff_ns=cutoff, small=not self.large(key[0]))
             if out.schedule is None:  # (none within the cutoff, or none in time: F_i's optimum is still unknown)
                 out = replace(out, finished=False)
         sched, order, bound = out.schedule, out.host_order, max(out.bound_ns, lb)
