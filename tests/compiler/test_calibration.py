@@ -22,6 +22,8 @@ from cimsplit.compiler.calibration_grid import (
     ELEMENT_OPS,
     FUSED_DEPTHWISE,
     POOLED,
+    POWER_OF_TWO,
+    POWER_OF_TWO_POINTS,
     GridPoint,
     gemm_descriptors,
     grid,
@@ -70,6 +72,16 @@ def test_zoo_shapes_are_held_out() -> None:
     assert len(zoo) == 86
     shapes = {gemm_descriptors(p) for p in grid(int8=True)} - {None}
     assert shapes and not shapes & zoo
+
+
+def test_power_of_two_convs_are_a_fixed_sample_of_their_own() -> None:
+    """Each seed draws its own sample of the power-of-two convs, the same every time, within the grid's MACs."""
+    def sample(seed: int) -> set[GridPoint]:
+        return {p for p in grid(seed=seed) if p.kind == "Conv" and {p.get("c_in"), p.get("c_out")} <= set(POWER_OF_TWO)}
+
+    first = sample(0)
+    assert len(first) == POWER_OF_TWO_POINTS and first == sample(0) != sample(1)
+    assert {p.get("k") for p in first} == {1, 3} and {p.get("s") for p in first} == {1, 2}
 
 
 def test_held_out_shapes_are_dropped() -> None:
