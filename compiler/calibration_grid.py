@@ -156,8 +156,8 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     rng = np.random.default_rng(seed)
     excluded = set(held_out)
     per_kind: dict[str, list[GridPoint]] = {
-        "Conv": _conv_points() + _power_of_two_points(np.random.default_rng(seed + 2)), "Conv-depthwise": _depthwise_points(), FUSED_DEPTHWISE: _depthwise_points(FUSED_DEPTHWISE),
-        "Gemm": _gemm_points(),
+        "Conv": _conv_points() + _power_of_two_points(np.random.default_rng(seed + 2)),  # (own stream, as the glue's)
+        "Conv-depthwise": _depthwise_points(), FUSED_DEPTHWISE: _depthwise_points(FUSED_DEPTHWISE), "Gemm": _gemm_points(),
     }
     for op in ELEMENT_OPS:
         per_kind[op] = _element_points(op, rng)
