@@ -21,6 +21,7 @@ from cimsplit.compiler.calibration import (
 from cimsplit.compiler.calibration_grid import (
     ELEMENT_OPS,
     FUSED_DEPTHWISE,
+    MAX_MACS,
     POOLED,
     POWER_OF_TWO,
     POWER_OF_TWO_POINTS,
@@ -82,6 +83,7 @@ def test_power_of_two_convs_are_a_fixed_sample_of_their_own() -> None:
     first = sample(0)
     assert len(first) == POWER_OF_TWO_POINTS and first == sample(0) != sample(1)
     assert {p.get("k") for p in first} == {1, 3} and {p.get("s") for p in first} == {1, 2}
+    assert max(m * n * n_mvm for m, n, n_mvm in map(gemm_descriptors, first)) <= MAX_MACS
 
 
 def test_held_out_shapes_are_dropped() -> None:
