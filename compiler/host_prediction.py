@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import onnx
 import onnxruntime as ort
 
+from cimsplit.compiler.host_chains import Chain, fused_chains
 from cimsplit.compiler.host_fused import activation_kernels
 from cimsplit.compiler.host_glue import GLUE_KINDS, glue_of_regions
 from cimsplit.compiler.host_model import (
@@ -97,6 +98,8 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     regions = attribute_kernels(model, optimized)
     fused = activation_kernels(model, optimized, workload, regions)
     variants = op_variants(model)
+    chains = [chain for chain in fused_chains(model, optimized, workload, regions) if chain.kind in host_model.fits]
+    chained = {name for chain in chains for name in chain.operators}
     if all(kind in host_model.fits for kind in GLUE_KINDS):  # calibrations from before the glue kinds predict without
         glue = glue_of_regions(model, optimized, workload, regions)
     for op in workload.operators:
@@ -118,11 +121,24 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
             needed += [item for act in fused_activations(op, node_types) for item in _element_kinds(act, elements, prefix)]
         absent = [k for k, _ in needed if k not in host_model.fits]
         if absent:
-            missing[op.name] = absent[0]
+            if op.name not in chained:
+                missing[op.name] = absent[0]
             continue
         needed += [(k, {"n_in": e, "n_out": e}) for k, e in glue.get(op.name, ())]
         latencies[op.name] = sum(host_model.predict_kind_ns(k, f) for k, f in needed)
+    for chain in chains:
+        latencies.update(_chain_shares(chain, host_model, latencies))
     return latencies, missing
+
+
+def _chain_shares(chain: Chain, host_model: HostModel, alone: dict[str, float]) -> dict[str, float]:
+    """The chain's one kernel, predicted by its kind, split among its operators as their predictions alone split
+    (equally if one has none), as a profile splits a fused kernel's time by the nodes' unfused times."""
+    total = host_model.predict_kind_ns(chain.kind, {"n_in": chain.elements, "n_out": chain.elements})
+    weights = [alone.get(name, 0.0) for name in chain.operators]
+    if not all(w > 0 for w in weights):
+        weights = [1.0] * len(weights)
+    return {name: total * w / sum(weights) for name, w in zip(chain.operators, weights)}
 
 
 def predicted_profile(loaded: _Loaded, host_model: HostModel, *, allow_unpredicted: bool = False,
