@@ -46,6 +46,7 @@ from cimsplit.compiler.calibration_models import (
     flushed,
     keep_int8,
 )
+from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_PREFIX
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
@@ -122,6 +123,10 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
     variants = op_variants(loaded.model)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, "")))
              for op in loaded.workload.operators]
+    if point.kind in CHAIN_KINDS:  # one fused kernel does all its operators' work: their sum, by output elements
+        elements = float(point.elements())
+        return (Sample(point.kind, {"n_in": elements, "n_out": elements}, sum(point_time(op, profile.nodes) for op, _ in kinds)),
+                level)
     op = measured_operator(point, kinds)
     return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
 
@@ -157,7 +162,7 @@ def _measure_glue(point: GridPoint, *, threads: int, runs: int, warmup: int, see
         onnx.save(build_glue_point(point), path)
         loaded = load(path)
     profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
-    elements = float(point.get("c") * point.get("h") ** 2)
+    elements = float(point.elements())
     return (Sample(point.kind, {"n_in": elements, "n_out": elements}, float(profile.nodes[MEASURED_NODE]["median_ns"])),
             str(getattr(profile, "level", "off")))
 
@@ -184,7 +189,7 @@ def _work(point: GridPoint) -> float:
     gemm = gemm_descriptors(point)
     if gemm is not None:
         return float(math.prod(gemm))
-    return float(point.get("c") * point.get("h") ** 2)
+    return float(point.elements())
 
 
 FIT_S_PER_SAMPLE = 0.005

@@ -19,13 +19,14 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from cimsplit.compiler.calibration_models import IMAGE_CHANNELS, GridPoint
+from cimsplit.compiler.calibration_models import BLOCKED_KINDS, IMAGE_CHANNELS, GridPoint
+from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX
 from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, anchor_kind, plain_kind
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 
 __all__ = ["GridPoint", "grid", "gemm_descriptors", "gemm_key", "has_weights", "SPATIAL", "POOLED", "ELEMENT_OPS",
-           "FUSED_DEPTHWISE"]
+           "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS"]
 
 SPATIAL = (10, 18, 36, 68, 132)
 POOLED = 1
@@ -70,6 +71,13 @@ ELEMENT_OPS = (
 charged nothing; a float HardSwish is predicted as those two kinds (:mod:`.host_prediction`), or as one
 HardSigmoid pass when folded into its conv (:mod:`.host_fused`).  ``Softmax`` is over channels (a detector
 head's), ``Softmax-last`` over the last axis (attention's, :func:`.host_model.op_variants`)."""
+ROW_KINDS = frozenset({"LayerNormalization", "Softmax-last", "SkipLayerNormalization"})
+"""Kinds that work along the last axis, measured on rows as long as a transformer's (:data:`ROW_LENGTHS`)."""
+ROW_LENGTHS = (50, 100, 176, 344, 680)
+"""The last axis of a :data:`ROW_KINDS` point, by its :data:`SPATIAL` size (about as many elements as that
+size's square: ``c x round(h^2 / d) x d``): widths and token counts of transformers, none of the zoo's.
+On the square maps' rows (10-132 elements) a LayerNormalization cost 1.6-1.7 ns per element up to
+111,456 elements, ViT-Tiny's (192 wide) 0.6-0.7; predicted from them, its 25 took 1.62 ms for 0.75."""
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, FUSED_DEPTHWISE: 2, "Gemm": 1}
 
 
@@ -117,10 +125,22 @@ def _matmul_points() -> list[GridPoint]:
             for b in MATMUL_BATCH for m in MATMUL_ROWS for k in MATMUL_DEPTH for n in MATMUL_COLUMNS]
 
 
+def _element_params(op: str, c: int, h: int) -> tuple[tuple[str, int], ...]:
+    """A ``c x h x h`` element point's shape (a :data:`BLOCKED_KINDS` one's channels the nearest multiple of 16,
+    which onnxruntime's NCHWc pools need, as a CNN's channels are); a :data:`ROW_KINDS` one's ``c x rows x d``
+    (``w`` = d)."""
+    if op in BLOCKED_KINDS:
+        return (("c", 16 * max(1, round(c / 16))), ("h", h))
+    if op not in ROW_KINDS:
+        return (("c", c), ("h", h))
+    d = ROW_LENGTHS[SPATIAL.index(h)]
+    return (("c", c), ("h", max(1, round(h * h / d))), ("w", d))
+
+
 def _element_points(op: str, rng: np.random.Generator) -> list[GridPoint]:
     shapes = [(c, h) for c in ELEMENT_CHANNELS for h in SPATIAL if c * h * h <= MAX_ELEMENTS]
     variants = 2 if op == "MaxPool" else 1
-    points = [GridPoint(op, (("c", c), ("h", h)), variant=i % variants) for i, (c, h) in enumerate(shapes)]
+    points = [GridPoint(op, _element_params(op, c, h), variant=i % variants) for i, (c, h) in enumerate(shapes)]
     chosen = rng.permutation(len(points))[:ELEMENT_POINTS]
     return [points[i] for i in sorted(chosen)]
 
@@ -162,6 +182,9 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     for op in ELEMENT_OPS:
         per_kind[op] = _element_points(op, rng)
     per_kind["MatMul"] = _matmul_points()
+    chain_rng = np.random.default_rng(seed + 3)  # (own stream: the other kinds' points stay as they were)
+    for op in CHAIN_KINDS:  # float only (:mod:`.host_chains`)
+        per_kind[op] = _element_points(op, chain_rng)
     if int8 and onnxruntime_converts_int8_pairs():  # the layout glue of the NHWC int8 chain (host_glue)
         glue_rng = np.random.default_rng(seed + 1)  # its own stream: the other kinds' order stays as it was
         for kind in GLUE_KINDS:
@@ -171,7 +194,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
         points = [p for p in points if gemm_descriptors(p) not in excluded]
         order = [points[i] for i in rng.permutation(len(points))]
         queues.append((_WEIGHTS.get(kind, 1), order))
-        if int8 and not kind.startswith(GLUE_PREFIX) and kind == anchor_kind(kind):
+        if int8 and not kind.startswith(GLUE_PREFIX) and kind == anchor_kind(kind) and kind not in CHAIN_KINDS:
             queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
             if onnxruntime_converts_int8_pairs():
                 for suffix in KERNEL_SUFFIXES:

@@ -5,7 +5,7 @@ convs, so onnxruntime keeps its blocked layout across it; an int8 element-wise
 op reads convs' outputs (the quantizer leaves one that reads the float graph input
 unquantized, and no network quantizes a graph input between two quantized ops), an
 int8 activation an Add of two convs; binary ops and Concat read two tensors; a float Concat joins two convs' outputs
-and feeds a conv (onnxruntime runs it on their blocked layout); a Reshape or
+and feeds a conv, a float pool sits between two (onnxruntime runs them on their blocked layout); a Reshape or
 Flatten is read by a Relu (a view in a network, a copy as the graph's output).  :func:`keep_int8` adds
 the fork after which onnxruntime keeps a quantized side int8 (the ``-s8in`` /
 ``-s8out`` / ``-s8`` kernel kinds).  A fused kind's activation (``Conv-depthwise+Clip``) follows the measured conv.
@@ -44,6 +44,11 @@ class GridPoint:
     def get(self, key: str) -> int:
         return dict(self.params)[key]
 
+    def elements(self) -> int:
+        """An element point's ``c x h x w`` (``w`` = ``h`` unless given)."""
+        params = dict(self.params)
+        return params["c"] * params["h"] * params.get("w", params["h"])
+
 
 DEPTHWISE_NEIGHBOUR = 8
 """Channels on the far side of the pointwise convs around a measured conv (few, so they cost little)."""
@@ -56,6 +61,9 @@ BLOCKED_SECOND = "x_measured_2"
 NEIGHBOUR_OUTPUT = "x_conv"
 """The first conv's output of an int8 activation point (the Add of two convs feeds the activation)."""
 BINARY = frozenset({"Add", "Mul", "Sub", "Div", "Concat"})
+BLOCKED_KINDS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "Resize"})
+"""Float kinds onnxruntime runs on the NCHWc layout of the convs around them (a Resize as an NCHWc Upsample):
+measured between two."""
 VIEWS = frozenset({"Reshape", "Flatten", "Squeeze"})
 """Ops that only relabel their input's shape: measured with a reader, not as the graph's output."""
 MEASURED_NODE = "calibration_measured"
@@ -131,15 +139,15 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                  helper.make_node("MatMul", [SECOND_INPUT, const("w_b", weight((n, n)))], [BLOCKED_SECOND]),
                  helper.make_node("MatMul", [MEASURED_INPUT, BLOCKED_SECOND], ["y"], name=MEASURED_NODE)]
     else:
-        c, h = point.get("c"), point.get("h")
-        x_shape = x2_shape = [1, c, h, h]
+        c, h, w = point.get("c"), point.get("h"), dict(point.params).get("w", point.get("h"))
+        x_shape = x2_shape = [c, h, w] if kind == "SkipLayerNormalization" else [1, c, h, w]  # (fused on 3-D tensors only)
         if point.kind.startswith(INT8_PREFIX):
             # Between quantized ops, as in a network: each operand made by a conv, whose QuantizeLinear
             # runs in its QLinearConv (from a float graph input the quantizer leaves an op unquantized, and
             # an operand's own QuantizeLinear kernel was charged to the measured op: no network has it).
             # An activation follows an Add of two convs, as a residual block's Relu does (after a conv
             # it would fuse into it).
-            x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
+            x_shape = [1, DEPTHWISE_NEIGHBOUR, h, w]
 
             def conv(index: int, output: str) -> onnx.NodeProto:
                 return helper.make_node("Conv", ["x", const(f"w_in{index}", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))],
@@ -150,7 +158,7 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                          helper.make_node("Add", [NEIGHBOUR_OUTPUT, BLOCKED_SECOND], [MEASURED_INPUT])]
             else:
                 nodes = [conv(0, MEASURED_INPUT)] + ([conv(1, BLOCKED_SECOND)] if kind in BINARY else [])
-            more, outputs = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT, BLOCKED_SECOND)
+            more, outputs = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT, BLOCKED_SECOND, w=w)
             nodes += more
         elif kind == "Concat":
             # Between pointwise convs, as in a CNN's blocks: onnxruntime concatenates the convs' blocked
@@ -161,6 +169,16 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
             nodes += [helper.make_node("Concat", [MEASURED_INPUT, BLOCKED_SECOND], ["t"], axis=1),
                       helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, 2 * c, 1, 1)))], ["y"],
                                        kernel_shape=[1, 1])]
+        elif kind in BLOCKED_KINDS:
+            # Between pointwise convs, as in a CNN: onnxruntime pools (upsamples) their blocked NCHWc output, 2-3x
+            # faster than a plain graph input (a 3x3/2 MaxPool of 64 x 56 x 56: 15 us so, 38 us plain).
+            x_shape = [1, DEPTHWISE_NEIGHBOUR, h, w]
+            more, _ = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT)
+            more[-1].output[0] = "t"
+            nodes = [helper.make_node("Conv", ["x", const("w_in", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
+                                      kernel_shape=[1, 1]), *more,
+                     helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c, 1, 1)))], ["y"],
+                                      kernel_shape=[1, 1])]
         elif kind in VIEWS:
             # Read by another op, as in a network: onnxruntime then hands the input's buffer on (a
             # view); as the graph's output it would copy it.
@@ -168,7 +186,7 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
             more[-1].output[0] = "t"
             nodes = [*more, helper.make_node("Relu", ["t"], ["y"])]
         else:
-            nodes, outputs = _element_nodes(kind, point.variant, c, h, const, "x")
+            nodes, outputs = _element_nodes(kind, point.variant, c, h, const, "x", w=w)
     for op in activations:  # after the measured conv (the last but one node, or the only one)
         anchor = nodes[-2] if len(nodes) > 1 else nodes[0]
         more, _ = _element_nodes(op, 0, 0, 0, const, anchor.output[0] + "_anchor")
@@ -208,8 +226,9 @@ def build_glue_point(point: GridPoint) -> onnx.ModelProto:
 
 
 def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str, np.ndarray], str],
-                   x: str, second: str = SECOND_INPUT) -> tuple[list[onnx.NodeProto], list[str]]:
-    """The nodes of an element-wise point reading ``x`` (and ``second``, by default the graph input ``x2``, when binary)."""
+                   x: str, second: str = SECOND_INPUT, w: int = 0) -> tuple[list[onnx.NodeProto], list[str]]:
+    """The nodes of an element-wise point reading ``x`` (``c x h x w``, ``w`` = ``h`` unless given; and ``second``,
+    by default the graph input ``x2``, when binary)."""
     make = helper.make_node
     unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "Erf", "GlobalAveragePool", "Softmax"}
     if kind in unary:  # a Softmax over channels, as a detector head's (onnxruntime transposes them last and back)
@@ -217,8 +236,16 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
     if kind == "Softmax" + LAST_AXIS:  # over the last axis, as attention's
         return [make("Softmax", [x], ["y"], axis=-1)], ["y"]
     if kind == "LayerNormalization":  # over the last axis, with scale and bias, as a transformer's
-        return [make(kind, [x, const("gamma", np.ones(h, np.float32)), const("beta", np.zeros(h, np.float32))], ["y"],
+        return [make(kind, [x, const("gamma", np.ones(w or h, np.float32)), const("beta", np.zeros(w or h, np.float32))], ["y"],
                      axis=-1)], ["y"]
+    if kind == "Gelu":  # nn.GELU() as PyTorch exports it, x * (1 + erf(x / sqrt 2)) * 0.5: onnxruntime's one Gelu kernel
+        return [make("Div", [x, const("sqrt2", np.float32(math.sqrt(2.0)))], ["gelu_d"]), make("Erf", ["gelu_d"], ["gelu_e"]),
+                make("Add", ["gelu_e", const("one", np.float32(1.0))], ["gelu_a"]), make("Mul", [x, "gelu_a"], ["gelu_m"]),
+                make("Mul", ["gelu_m", const("half", np.float32(0.5))], ["y"])], ["y"]
+    if kind == "SkipLayerNormalization":  # a residual Add read by a LayerNormalization alone: one fused kernel
+        return [make("Add", [x, second], ["skip_s"]),
+                make("LayerNormalization", ["skip_s", const("gamma", np.ones(w or h, np.float32)),
+                                            const("beta", np.zeros(w or h, np.float32))], ["y"], axis=-1)], ["y"]
     if kind == "Squeeze":
         return [make("Squeeze", [x, const("axes", np.array([0], np.int64))], ["y"])], ["y"]
     if kind == "Gather":  # half the channels, as a class token's or a head's selection
@@ -250,7 +277,9 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
         return [make("Slice", [x, const("starts", np.array([0], np.int64)), const("ends", np.array([c // 2], np.int64)),
                                const("axes", np.array([1], np.int64))], ["y"])], ["y"]
     if kind == "Resize":
-        return [make("Resize", [x, "", const("scales", np.array([1, 1, 2, 2], np.float32))], ["y"], mode="nearest")], ["y"]
+        # as PyTorch exports nn.Upsample(scale_factor=2) (YOLO's necks)
+        return [make("Resize", [x, "", const("scales", np.array([1, 1, 2, 2], np.float32))], ["y"], mode="nearest",
+                     coordinate_transformation_mode="asymmetric", nearest_mode="floor")], ["y"]
     raise ValueError(f"no calibration model for {kind}")
 
 

@@ -58,6 +58,8 @@ class Operator:
     """The graph inputs counted in ``graph_input_elements``, for the burst bus model."""
     graph_outputs_moved: tuple[MovedTensor, ...] = ()
     """The graph outputs counted in ``graph_output_elements``, for the burst bus model."""
+    window: int = 1
+    """Taps of a pooling operator's window (its kernel's size: 9 for a 3x3 MaxPool); 1 for any other."""
     product_shape: tuple[int, int, int] | None = None
     """(rows, K, columns) of a MatMul of two activations (attention's Q K^T and A V): not CIM-capable (no constant
     weight), but a GEMM the host's cost follows; None for any other operator."""

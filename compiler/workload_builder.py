@@ -256,4 +256,13 @@ def _operator(group: Group, nodes: list[onnx.NodeProto], lowering: dict[int, Low
         graph_input_elements=graph_in,
         graph_output_elements=graph_out,
         weight_shape=gemm.weight_shape if gemm else None,
+        window=_window(anchor),
     )
+
+
+def _window(node: onnx.NodeProto) -> int:
+    """Taps of a MaxPool's or AveragePool's window; 1 for any other node."""
+    if node.op_type not in ("MaxPool", "AveragePool"):
+        return 1
+    kernel = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), [])
+    return math.prod(kernel) if kernel else 1

@@ -25,6 +25,9 @@ from cimsplit.compiler.calibration_grid import (
     POOLED,
     POWER_OF_TWO,
     POWER_OF_TWO_POINTS,
+    ROW_KINDS,
+    ROW_LENGTHS,
+    SPATIAL,
     GridPoint,
     gemm_descriptors,
     grid,
@@ -32,6 +35,7 @@ from cimsplit.compiler.calibration_grid import (
 )
 from cimsplit.compiler.calibration_models import FLUSH_PREFIX, MEASURED_NODE, build_point, flush_buffer
 from cimsplit.compiler.frontend import load
+from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS
 from cimsplit.compiler.host_model import HostModel, in_network_ns, is_gemm_kind, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.kernel_attribution import attribute_kernels
@@ -50,22 +54,25 @@ def test_grid_is_deterministic() -> None:
     assert grid() == grid()
     assert grid(int8=True) == grid(int8=True)
     assert grid(seed=1) != grid()
-    # int8 doubles the grid but for the float-only fused kind (the quantizer folds a Clip into the int8 range),
-    # and on x86 adds each int8 kind's three kernel variants (an int8 input, output or both kept int8).
-    # On x86 it also adds 12 points of each of the four layout-glue kinds (host_glue).
+    # int8 doubles the grid but for the float-only fused kind (the quantizer folds a Clip into the int8 range) and
+    # chain kinds (host_chains), and on x86 adds each int8 kind's three kernel variants (an int8 input, output or
+    # both kept int8).  On x86 it also adds 12 points of each of the four layout-glue kinds (host_glue).
     glue = 48 if onnxruntime_converts_int8_pairs() else 0
     fused = sum(p.kind == FUSED_DEPTHWISE for p in grid())
-    assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0
-    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - fused) + fused + glue
+    chains = sum(p.kind in CHAIN_KINDS for p in grid())
+    assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0 and chains == 12 * len(CHAIN_KINDS)
+    float_only = fused + chains
+    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - float_only) + float_only + glue
 
 
 def test_every_kind_comes_early() -> None:
     kinds = {"Conv", "Conv-depthwise", "Gemm", "MatMul", *ELEMENT_OPS}
     first = grid()[: 4 * len(kinds)]
-    assert {p.kind for p in first} == kinds | {FUSED_DEPTHWISE}
+    assert {p.kind for p in first} == kinds | {FUSED_DEPTHWISE, *CHAIN_KINDS}
     s8 = {f"int8:{k}{suffix}" for k in kinds for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
     glue = set(GLUE_KINDS) if onnxruntime_converts_int8_pairs() else set()
-    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == kinds | {f"int8:{k}" for k in kinds} | s8 | glue | {FUSED_DEPTHWISE}
+    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == (kinds | {f"int8:{k}" for k in kinds} | s8 | glue
+                                                                   | {FUSED_DEPTHWISE, *CHAIN_KINDS})
 
 
 def test_zoo_shapes_are_held_out() -> None:
@@ -160,6 +167,27 @@ def test_concat_and_view_points_sit_in_their_network_context(tmp_path: Path, kin
     assert op.op_type == kind and op.n_in == n_in
 
 
+@pytest.mark.parametrize(("kind", "variant", "n_in"), [
+    # What a pool's windows read: 16 x 5 x 5 outputs (3x3 stride 2 on 10 x 10) x 9 taps, 16 x 10 x 10 x 25 taps at
+    # 5x5 stride 1; 2x2 stride 2: 16 x 5 x 5 x 4; a global pool reads its input once.
+    ("MaxPool", 0, 16 * 25 * 9), ("MaxPool", 1, 16 * 100 * 25), ("AveragePool", 0, 16 * 25 * 4),
+    ("GlobalAveragePool", 0, 16 * 100), ("Resize", 0, 16 * 100),
+])
+def test_pool_points_run_blocked_between_convs(tmp_path: Path, kind: str, variant: int, n_in: int) -> None:
+    """Between two 1x1 convs onnxruntime runs a pool (a Resize as PyTorch exports an upsampling: an Upsample) on their
+    NCHWc layout (a CNN's, 2-3x a plain input's speed)."""
+    point = GridPoint(kind, (("c", 16), ("h", 10)), variant)
+    model = point_model(point)
+    assert [node.op_type for node in model.graph.node] == ["Conv", kind, "Conv"]
+    blocked = {node.op_type for node in optimized_model(model).graph.node if node.domain == "com.microsoft.nchwc"}
+    assert {"Resize": "Upsample"}.get(kind, kind) in blocked
+    onnx.save(model, tmp_path / "point.onnx")
+    loaded = load(tmp_path / "point.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
+    assert op.op_type == kind and operator_features(op)["n_in"] == n_in
+
+
 def test_the_measured_conv_is_charged_its_own_kernel_only(tmp_path: Path) -> None:
     """Between its two neighbours (an NCHWc chain on x86), the measured conv's region is that conv alone."""
     point = GridPoint("Conv", (("c_in", 16), ("c_out", 40), ("h", 18), ("k", 1), ("s", 1)))
@@ -234,6 +262,30 @@ def test_transformer_kinds_lower_to_one_operator_of_their_kind(tmp_path: Path, k
     op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
     assert [types[node] for node in op.nodes] == [kind]
     assert (op.n_in, op.n_out) == (16 * 100, n_out)
+
+
+def test_row_kinds_run_along_rows_as_long_as_a_transformers() -> None:
+    """A LayerNormalization, Softmax-last or SkipLayerNormalization point works along rows of ROW_LENGTHS (the one its
+    spatial size stands for), about as many elements as that size's c x h x h (rows rounded to the nearest)."""
+    points = [p for p in grid() if p.kind in ROW_KINDS]
+    assert {p.kind for p in points} == ROW_KINDS and len(points) == 12 * len(ROW_KINDS)
+    for p in points:
+        d = p.get("w")
+        h = SPATIAL[ROW_LENGTHS.index(d)]
+        assert abs(p.elements() - p.get("c") * h * h) <= p.get("c") * d / 2
+        assert build_point(p).graph.input[0].type.tensor_type.shape.dim[-1].dim_value == d
+
+
+@pytest.mark.parametrize("kind", CHAIN_KINDS)
+def test_chain_points_run_as_one_fused_kernel_measured_whole(kind: str) -> None:
+    """onnxruntime runs a chain point as its one fused kernel; its sample is the sum of its operators' times by its
+    elements; an int8 grid has no int8 twin of it (between Q/DQ pairs nothing is fused)."""
+    point = next(p for p in grid() if p.kind == kind)
+    assert [node.op_type for node in optimized_model(point_model(point)).graph.node] == [kind]
+    sample, _ = measure_point(point, threads=1, runs=1, warmup=0)
+    assert (sample.kind, sample.features) == (kind, {"n_in": point.elements(), "n_out": point.elements()})
+    assert sample.t_ns > 0
+    assert not [p for p in grid(int8=True) if p.kind.startswith("int8:") and kind in p.kind]
 
 
 def test_pooled_points_are_pointwise_convs_on_one_pixel() -> None:
