@@ -317,8 +317,8 @@ def op_variants(model: onnx.ModelProto) -> dict[str, str]:
 
 def operator_features(op: Operator) -> dict[str, float]:
     """The descriptors a fit reads: GEMM shape and kernel size when lowered, element counts always (a pool's
-    ``n_in``: what its windows read, N_out x taps, so 3x3 and 5x5 windows share one fit)."""
-    features = {"n_in": float(max(op.n_in, 1) if op.window == 1 else op.n_out * op.window), "n_out": float(max(op.n_out, 1))}
+    ``n_out`` times its window's taps: it reads its input once and compares a window per output)."""
+    features = {"n_in": float(max(op.n_in, 1)), "n_out": float(max(op.n_out, 1) * op.window)}
     if op.m is not None and op.n is not None and op.n_mvm is not None:
         kernel = op.weight_shape[2] if op.weight_shape is not None and len(op.weight_shape) == 4 else 1
         features.update(m=float(op.m), n=float(op.n), n_mvm=float(op.n_mvm), k=float(kernel))

@@ -167,13 +167,13 @@ def test_concat_and_view_points_sit_in_their_network_context(tmp_path: Path, kin
     assert op.op_type == kind and op.n_in == n_in
 
 
-@pytest.mark.parametrize(("kind", "variant", "n_in"), [
-    # What a pool's windows read: 16 x 5 x 5 outputs (3x3 stride 2 on 10 x 10) x 9 taps, 16 x 10 x 10 x 25 taps at
-    # 5x5 stride 1; 2x2 stride 2: 16 x 5 x 5 x 4; a global pool reads its input once.
+@pytest.mark.parametrize(("kind", "variant", "n_out"), [
+    # A pool's outputs times its window's taps: 16 x 5 x 5 outputs (3x3 stride 2 on 10 x 10) x 9, 16 x 10 x 10 x 25 at
+    # 5x5 stride 1, 16 x 5 x 5 x 4 at 2x2 stride 2; a global pool's 16 outputs, an upsampling's 16 x 20 x 20.
     ("MaxPool", 0, 16 * 25 * 9), ("MaxPool", 1, 16 * 100 * 25), ("AveragePool", 0, 16 * 25 * 4),
-    ("GlobalAveragePool", 0, 16 * 100), ("Resize", 0, 16 * 100),
+    ("GlobalAveragePool", 0, 16), ("Resize", 0, 16 * 400),
 ])
-def test_pool_points_run_blocked_between_convs(tmp_path: Path, kind: str, variant: int, n_in: int) -> None:
+def test_pool_points_run_blocked_between_convs(tmp_path: Path, kind: str, variant: int, n_out: int) -> None:
     """Between two 1x1 convs onnxruntime runs a pool (a Resize as PyTorch exports an upsampling: an Upsample) on their
     NCHWc layout (a CNN's, 2-3x a plain input's speed)."""
     point = GridPoint(kind, (("c", 16), ("h", 10)), variant)
@@ -185,7 +185,7 @@ def test_pool_points_run_blocked_between_convs(tmp_path: Path, kind: str, varian
     loaded = load(tmp_path / "point.onnx")
     types = {node.name: node.op_type for node in loaded.model.graph.node}
     op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
-    assert op.op_type == kind and operator_features(op)["n_in"] == n_in
+    assert op.op_type == kind and operator_features(op) == {"n_in": 16 * 100, "n_out": n_out}
 
 
 def test_the_measured_conv_is_charged_its_own_kernel_only(tmp_path: Path) -> None:
