@@ -6,7 +6,8 @@ op reads convs' outputs (the quantizer leaves one that reads the float graph inp
 unquantized, and no network quantizes a graph input between two quantized ops), an
 int8 activation an Add of two convs; binary ops and Concat read two tensors; a float Concat joins two convs' outputs
 and feeds a conv, a float pool sits between two (onnxruntime runs them on their blocked layout); a Reshape or
-Flatten is read by a Relu (a view in a network, a copy as the graph's output).  :func:`keep_int8` adds
+Flatten is read by a Relu (a view in a network, a copy as the graph's output); an int8 op whose graph output the
+quantizer would leave float (:data:`FLOAT_OUTPUTS`) is read by a conv.  :func:`keep_int8` adds
 the fork after which onnxruntime keeps a quantized side int8 (the ``-s8in`` /
 ``-s8out`` / ``-s8`` kernel kinds).  A fused kind's activation (``Conv-depthwise+Clip``) follows the measured conv.
 :func:`flushed` reads a last-level cache's worth of memory before a GEMM point runs, so its weights come
@@ -64,6 +65,8 @@ BINARY = frozenset({"Add", "Mul", "Sub", "Div", "Concat"})
 BLOCKED_KINDS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "Resize"})
 """Float kinds onnxruntime runs on the NCHWc layout of the convs around them (a Resize as an NCHWc Upsample):
 measured between two."""
+FLOAT_OUTPUTS = frozenset({"HardSigmoid", "Tanh", "Sub", "Div", "Pow", "Erf"})
+"""Ops whose output the zoo's quantizer leaves float when it is the graph's: an int8 point has a conv read it."""
 VIEWS = frozenset({"Reshape", "Flatten", "Squeeze"})
 """Ops that only relabel their input's shape: measured with a reader, not as the graph's output."""
 MEASURED_NODE = "calibration_measured"
@@ -160,6 +163,10 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                 nodes = [conv(0, MEASURED_INPUT)] + ([conv(1, BLOCKED_SECOND)] if kind in BINARY else [])
             more, outputs = _element_nodes(kind, point.variant, c, h, const, MEASURED_INPUT, BLOCKED_SECOND, w=w)
             nodes += more
+            if kind in FLOAT_OUTPUTS:  # read by a conv, as MobileNetV3's HardSigmoid by its Mul: the output is quantized
+                more[-1].output[0] = "t"
+                nodes.append(helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c, 1, 1)))], ["y"],
+                                              kernel_shape=[1, 1]))
         elif kind == "Concat":
             # Between pointwise convs, as in a CNN's blocks: onnxruntime concatenates the convs' blocked
             # NCHWc outputs, which costs about twice a Concat of two plain graph inputs.
