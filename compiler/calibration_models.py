@@ -45,10 +45,13 @@ class GridPoint:
     def get(self, key: str) -> int:
         return dict(self.params)[key]
 
+    def width(self) -> int:
+        """An element point's last axis: ``w`` where given (a row kind's), else ``h``."""
+        return dict(self.params).get("w", self.get("h"))
+
     def elements(self) -> int:
-        """An element point's ``c x h x w`` (``w`` = ``h`` unless given)."""
-        params = dict(self.params)
-        return params["c"] * params["h"] * params.get("w", params["h"])
+        """An element point's ``c x h x w``."""
+        return self.get("c") * self.get("h") * self.width()
 
 
 DEPTHWISE_NEIGHBOUR = 8
@@ -142,7 +145,7 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                  helper.make_node("MatMul", [SECOND_INPUT, const("w_b", weight((n, n)))], [BLOCKED_SECOND]),
                  helper.make_node("MatMul", [MEASURED_INPUT, BLOCKED_SECOND], ["y"], name=MEASURED_NODE)]
     else:
-        c, h, w = point.get("c"), point.get("h"), dict(point.params).get("w", point.get("h"))
+        c, h, w = point.get("c"), point.get("h"), point.width()
         x_shape = x2_shape = [c, h, w] if kind == "SkipLayerNormalization" else [1, c, h, w]  # (fused on 3-D tensors only)
         if point.kind.startswith(INT8_PREFIX):
             # Between quantized ops, as in a network: each operand made by a conv, whose QuantizeLinear
@@ -250,9 +253,8 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
                 make("Add", ["gelu_e", const("one", np.float32(1.0))], ["gelu_a"]), make("Mul", [x, "gelu_a"], ["gelu_m"]),
                 make("Mul", ["gelu_m", const("half", np.float32(0.5))], ["y"])], ["y"]
     if kind == "SkipLayerNormalization":  # a residual Add read by a LayerNormalization alone: one fused kernel
-        return [make("Add", [x, second], ["skip_s"]),
-                make("LayerNormalization", ["skip_s", const("gamma", np.ones(w or h, np.float32)),
-                                            const("beta", np.zeros(w or h, np.float32))], ["y"], axis=-1)], ["y"]
+        norm, outputs = _element_nodes("LayerNormalization", variant, c, h, const, "skip_s", w=w)
+        return [make("Add", [x, second], ["skip_s"]), *norm], outputs
     if kind == "Squeeze":
         return [make("Squeeze", [x, const("axes", np.array([0], np.int64))], ["y"])], ["y"]
     if kind == "Gather":  # half the channels, as a class token's or a head's selection
