@@ -54,12 +54,13 @@ from cimsplit.compiler.host_model import (
     Sample,
     anchor_kind,
     fit_samples,
-    op_variants,
     operator_features,
     operator_kind,
     plain_kind,
 )
+from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
+from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
@@ -120,7 +121,8 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     level = str(getattr(profile, "level", "off"))
     kernels = int8_kernels(loaded.model.graph)
-    variants = op_variants(loaded.model)
+    softmax = any(node.op_type == "Softmax" for node in loaded.model.graph.node)  # (its axis: where it runs)
+    variants = op_variants(loaded.model, optimized_model(loaded.model, level, threads) if softmax else None)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, "")))
              for op in loaded.workload.operators]
     if point.kind in CHAIN_KINDS:  # one fused kernel does all its operators' work: their sum, by output elements

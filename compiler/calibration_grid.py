@@ -65,12 +65,13 @@ ELEMENT_POINTS = 12
 ELEMENT_OPS = (
     "Relu", "Clip", "Sigmoid", "HardSigmoid", "Tanh", "LeakyRelu", "Add", "Mul", "Sub", "Div", "Pow",
     "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Concat", "Split", "Slice",
-    "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather", "Softmax-last",
+    "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather", "Softmax-last", "Softmax-second-last",
 )
 """Not HardSwish: onnxruntime runs its function body (HardSigmoid, Mul), whose kernels a point's attribution
 charged nothing; a float HardSwish is predicted as those two kinds (:mod:`.host_prediction`), or as one
 HardSigmoid pass when folded into its conv (:mod:`.host_fused`).  ``Softmax`` is over channels (a detector
-head's), ``Softmax-last`` over the last axis (attention's, :func:`.host_model.op_variants`)."""
+head's), ``Softmax-last`` over the last axis (attention's), ``Softmax-second-last`` over the one before it
+(:func:`.host_variants.op_variants`)."""
 ROW_KINDS = frozenset({"LayerNormalization", "Softmax-last", "SkipLayerNormalization"})
 """Kinds that work along the last axis, measured on rows as long as a transformer's (:data:`ROW_LENGTHS`)."""
 ROW_LENGTHS = (50, 100, 176, 344, 680)

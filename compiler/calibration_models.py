@@ -1,7 +1,7 @@
 """The micro-models of calibration points: the measured node, alone or in the context a network gives it.
 
-A conv (unless it reads an image) or a depthwise conv sits between two pointwise
-convs, so onnxruntime keeps its blocked layout across it; an int8 element-wise
+A conv (unless it reads an image, or a pooled pixel: it then writes the graph's
+output) or a depthwise conv sits between two pointwise convs, so onnxruntime keeps its blocked layout across it; an int8 element-wise
 op reads convs' outputs (the quantizer leaves one that reads the float graph input
 unquantized, and no network quantizes a graph input between two quantized ops), an
 int8 activation an Add of two convs; binary ops and Concat read two tensors; a float Concat joins two convs' outputs
@@ -27,9 +27,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.fusion import ACTIVATIONS
 from cimsplit.compiler.host_glue import GLUE_PREFIX
-from cimsplit.compiler.host_model import FUSED_SEPARATOR, INT8_PREFIX, LAST_AXIS, anchor_kind, plain_kind
+from cimsplit.compiler.host_model import FUSED_SEPARATOR, INT8_PREFIX, anchor_kind, plain_kind
+from cimsplit.compiler.host_variants import LAST_AXIS, SECOND_LAST_AXIS
 
-__all__ = ["MEASURED_NODE", "FORK_PREFIX", "FLUSH_PREFIX", "GridPoint", "build_point", "build_glue_point", "keep_int8", "flushed",
+__all__ = ["conv_pad", "MEASURED_NODE", "FORK_PREFIX", "FLUSH_PREFIX", "GridPoint", "build_point", "build_glue_point", "keep_int8", "flushed",
            "flush_buffer"]
 
 
@@ -52,6 +53,11 @@ class GridPoint:
     def elements(self) -> int:
         """An element point's ``c x h x w``."""
         return self.get("c") * self.get("h") * self.width()
+
+
+def conv_pad(k: int, s: int) -> int:
+    """A conv point's padding: none for a patch conv (stride = kernel, a transformer's stem), else "same"."""
+    return 0 if s == k else k // 2
 
 
 DEPTHWISE_NEIGHBOUR = 8
@@ -105,7 +111,7 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
         h, k, s = point.get("h"), point.get("k"), point.get("s")
         c_in, c_out = point.get("c_in"), point.get("c_out")
         measured = helper.make_node("Conv", ["x", const("w", weight((c_out, c_in, k, k))), const("b", np.zeros(c_out, np.float32))],
-                                    ["y"], name=MEASURED_NODE, kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4)
+                                    ["y"], name=MEASURED_NODE, kernel_shape=[k, k], strides=[s, s], pads=[conv_pad(k, s)] * 4)
         x_shape, nodes = [1, c_in, h, h], [measured]
         if c_in > IMAGE_CHANNELS:
             # Between two pointwise convs, as in a network: onnxruntime keeps the blocked layout (float NCHWc,
@@ -245,6 +251,8 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
         return [make(kind, [x], ["y"], **({"axis": 1} if kind == "Softmax" else {}))], ["y"]
     if kind == "Softmax" + LAST_AXIS:  # over the last axis, as attention's
         return [make("Softmax", [x], ["y"], axis=-1)], ["y"]
+    if kind == "Softmax" + SECOND_LAST_AXIS:  # over the axis before it, as an int8 DFL's (onnxruntime swaps the two)
+        return [make("Softmax", [x], ["y"], axis=-2)], ["y"]
     if kind == "LayerNormalization":  # over the last axis, with scale and bias, as a transformer's
         return [make(kind, [x, const("gamma", np.ones(w or h, np.float32)), const("beta", np.zeros(w or h, np.float32))], ["y"],
                      axis=-1)], ["y"]

@@ -70,7 +70,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 
 from cimsplit.compiler.host_correction import Correction, fit_correction
 from cimsplit.compiler.host_regression import (
@@ -92,7 +91,7 @@ from cimsplit.files import write_atomic
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "METHODS", "KindFit", "HostModel", "Sample", "in_network_ns",
-    "operator_kind", "operator_features", "op_variants", "LAST_AXIS",
+    "operator_kind", "operator_features",
     "fused_kind", "anchor_kind", "fit_kind", "fit_samples", "design_matrix", "solve",
     "blocked_macs", "conv_regimes", "shape_folds", "channel_folds", "cross_validated_mape", "transfer_mape",
 ]
@@ -289,30 +288,6 @@ def operator_kind(op: Operator, node_types: Mapping[str, str], kernel: str = "",
     if not int8:
         return base
     return f"{INT8_PREFIX}{base}{kernel}"
-
-
-LAST_AXIS = "-last"
-
-
-def op_variants(model: onnx.ModelProto) -> dict[str, str]:
-    """Node -> the variant of its kind its attributes make: :data:`LAST_AXIS` for a Softmax over contiguous rows.
-
-    A Softmax over its input's last axis (or any from opset 11's, which flattens the axes from it on)
-    reads contiguous rows; over another axis onnxruntime transposes that axis last and back, several
-    times the work (ViT-Tiny's attention Softmax, predicted from points over channels: 20x its time).
-    """
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
-    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in (*model.graph.input, *model.graph.value_info)
-             if vi.type.tensor_type.HasField("shape")}
-    variants = {}
-    for node in model.graph.node:
-        if node.op_type != "Softmax" or node.domain not in ("", "ai.onnx"):
-            continue
-        axis = next((a.i for a in node.attribute if a.name == "axis"), -1 if opset >= 13 else 1)
-        rank = ranks.get(node.input[0])
-        if opset < 13 or axis == -1 or (rank is not None and axis == rank - 1):
-            variants[node.name] = LAST_AXIS
-    return variants
 
 
 def operator_features(op: Operator) -> dict[str, float]:

@@ -25,12 +25,12 @@ from cimsplit.compiler.host_model import (
     HostModel,
     fused_activations,
     fused_kind,
-    op_variants,
     operator_features,
     operator_kind,
     plain_kind,
 )
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
+from cimsplit.compiler.host_variants import SECOND_LAST_AXIS, op_variants
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels
@@ -97,13 +97,16 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     optimized = optimized_model(model, host_model.level, host_model.threads)
     regions = attribute_kernels(model, optimized)
     fused = activation_kernels(model, optimized, workload, regions)
-    variants = op_variants(model)
+    variants = op_variants(model, optimized)
     chains = [chain for chain in fused_chains(model, optimized, workload, regions) if chain.kind in host_model.fits]
     chained = {name for chain in chains for name in chain.operators}
     if all(kind in host_model.fits for kind in GLUE_KINDS):  # calibrations from before the glue kinds predict without
         glue = glue_of_regions(model, optimized, workload, regions)
     for op in workload.operators:
-        kind = operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, ""))
+        variant = variants.get(op.name, "")
+        kind = operator_kind(op, node_types, kernels.get(op.name, ""), variant)
+        if kind not in host_model.fits and variant == SECOND_LAST_AXIS:  # a calibration from before that variant
+            kind = operator_kind(op, node_types, kernels.get(op.name, ""))
         if kind not in host_model.fits:
             kind = plain_kind(kind)  # a calibration from before the kernel kinds
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""

@@ -49,6 +49,8 @@ def write_calibration(path: Path, *, ort_version: str = ort.__version__, kinds: 
         "Mul": _fit("Mul", "relative-elements", (100.0, 1.0, 0.0)),
         **{kind: _fit(kind, "relative-elements", (100.0, 0.0, 1.0)) for kind in ("Div", "Erf", "Add")},
         "Gelu": _fit("Gelu", "relative-elements", (634.0, 0.0, 1.0)),
+        "Softmax": _fit("Softmax", "relative-elements", (100.0, 0.0, 1.0)),
+        "Softmax-second-last": _fit("Softmax-second-last", "relative-elements", (100.0, 0.0, 0.25)),
     }
     model = HostModel(ort_version=ort_version, cpu="test board", machine={"machine": "test"}, threads=1, level=level,
                       int8=False, fits={k: fits[k] for k in kinds}, campaign=campaign or {"created": "2026-01-01T00:00:00Z"})
@@ -132,6 +134,23 @@ def test_a_gelu_onnxruntime_fuses_is_predicted_as_its_one_kernel(tmp_path: Path,
     costs = _costs(capsys, str(save(model, tmp_path)), "--host-model", str(board))
     alone = [292.0, 292.0, 292.0, 484.0, 292.0]
     assert [op["t_host_ns"] for op in costs["operators"]] == [t / 2 if chain else t for t in alone] + [292.0, 2920.0]
+
+
+@pytest.mark.parametrize("variant", [False, True])
+def test_a_softmax_over_the_second_last_axis_is_predicted_as_its_variant(tmp_path: Path, capsys, variant: bool) -> None:
+    """A Softmax over axis 2 of the 3 x 8 x 8 input (192 elements): 100 + 192 / 4 = 148 ns as its variant, and as a
+    Softmax (100 + 192 ns) by a calibration from before the variant."""
+    model = parse(f"""
+        <ir_version: 8, opset_import: ["" : {OPSET}]>
+        softmax (float[1,3,8,8] x) => (float[1,10] y) {{
+          s = Softmax <axis = 2> (x)
+          f = Flatten <axis = 1> (s)
+          y = Gemm <transB = 1> (f, fw, fb)
+        }}""", weights(fw=(10, 192), fb=(10,)))
+    kinds = ("Softmax", "Flatten", "Gemm", *(("Softmax-second-last",) if variant else ()))
+    board = write_calibration(tmp_path / "board.json", kinds=kinds, level="all", campaign={"attribution": ATTRIBUTION_VERSION})
+    costs = _costs(capsys, str(save(model, tmp_path)), "--host-model", str(board))
+    assert [op["t_host_ns"] for op in costs["operators"]] == [148.0 if variant else 292.0, 292.0, 2920.0]
 
 
 def test_compile_records_predicted_costs_in_the_plan(tmp_path: Path, capsys) -> None:

@@ -6,8 +6,9 @@ import json
 import math
 
 import numpy as np
+import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.calibration import fitted_model
 from cimsplit.compiler.calibration_grid import GridPoint, gemm_descriptors, grid
@@ -20,14 +21,16 @@ from cimsplit.compiler.host_model import (
     channel_folds,
     conv_regimes,
     fit_kind,
-    op_variants,
     operator_kind,
     shape_folds,
     solve,
 )
 from cimsplit.compiler.host_regression import evaluate
+from cimsplit.compiler.host_variants import op_variants
+from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
+from cimsplit.models.quantize import quantize_qdq
 
 
 def _conv_features(count: int = 60) -> list[dict[str, float]]:
@@ -274,12 +277,31 @@ def test_a_calibration_whose_correction_does_not_fit_together_is_one_clear_error
     (None, 17, "-last"),  # opset 13's default: the last axis
     (-1, 17, "-last"), (3, 17, "-last"),
     (1, 17, None),  # over channels: onnxruntime transposes them last and back
+    (2, 17, "-second-last"), (-2, 17, "-second-last"),  # a swap of the last two axes
     (1, 11, "-last"), (None, 11, "-last"),  # opset 11 flattens the axes from ``axis`` on: contiguous rows
 ])
-def test_a_softmax_over_contiguous_rows_is_its_own_variant(axis: int | None, opset: int, variant: str | None) -> None:
+def test_a_softmax_over_contiguous_rows_or_the_second_last_axis_is_its_own_variant(axis: int | None, opset: int, variant: str | None) -> None:
     attributes = {} if axis is None else {"axis": axis}
     graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], name="softmax", **attributes)], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 5, 7])])
     variants = op_variants(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
     assert variants.get("softmax") == variant
+
+
+def test_a_softmax_axis_is_read_where_onnxruntime_runs_it() -> None:
+    """An int8 DFL (YOLOv8's: Transpose, Softmax over axis 1 of [1, 16, 4, n], a 1x1 conv): onnxruntime moves the
+    Transpose past the Softmax, towards the QLinearConv's NHWC one, and runs a QLinearSoftmax over axis 2 of
+    [1, 4, 16, n], a swap of the last two axes."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]),
+             helper.make_node("Softmax", ["t"], ["p"], name="softmax", axis=1),
+             helper.make_node("Conv", ["p", "w"], ["y"], kernel_shape=[1, 1])]
+    graph = helper.make_graph(nodes, "dfl", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 64])],
+                              [numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(1, 16, 1, 1), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = onnx.shape_inference.infer_shapes(quantize_qdq(onnx.shape_inference.infer_shapes(model)))
+    optimized = optimized_model(model)
+    assert [n.op_type for n in optimized.graph.node if n.name == "softmax"] == ["QLinearSoftmax"]
+    assert op_variants(model) == {}  # as the model states it: axis 1 of 4, moved past two axes
+    assert op_variants(model, optimized) == {"softmax": "-second-last"}
