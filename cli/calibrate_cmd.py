@@ -8,7 +8,8 @@
 recorded with this cimsplit's predictors and writes them with that
 calibration's machine and campaign.  ``--extend`` keeps an earlier
 calibration's samples (of this machine, onnxruntime and thread count) and
-measures only the kinds it has none of, those a newer cimsplit calibrates.
+measures only what it lacks: kinds it has none of, and GEMM points its grid or
+budget did not reach (samples of points the grid no longer has are dropped).
 
 Runs the micro-benchmark grid of :mod:`cimsplit.compiler.calibration` (one
 operator per model, profiled as ``cimsplit profile`` profiles) until the time
@@ -41,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--refit", metavar="CALIBRATION", default=None,
                         help="fit the samples of an earlier calibration again with this cimsplit's predictors (no measuring)")
     parser.add_argument("--extend", metavar="CALIBRATION", default=None,
-                        help="keep an earlier calibration's samples and measure only the kinds it lacks")
+                        help="keep an earlier calibration's samples and measure only the kinds and GEMM points it lacks")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -86,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if args.refit is not None:
         print(f"refitted the {len(model.samples)} samples of {args.refit}")
     if args.extend is not None:
-        print(f"kept the {campaign['kept']} samples of {args.extend}")
+        dropped = f" (dropped {campaign['dropped']} of points the grid no longer has)" if campaign.get("dropped") else ""
+        print(f"kept the {campaign['kept']} samples of {args.extend}{dropped}")
     print(f"calibrated {campaign['measured']} of {campaign['grid_points']} points in {campaign['elapsed_s']:.0f} s "
           f"and fitted them in {campaign.get('fit_s', 0.0):.0f} s (budget {args.budget_s:g} s); cpu {model.cpu}, "
           f"onnxruntime {model.ort_version}, {model.threads} thread(s), level {model.level}")

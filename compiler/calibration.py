@@ -25,6 +25,7 @@ import os
 import platform
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,7 +35,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.calibration_grid import gemm_descriptors, grid, has_weights
+from cimsplit.compiler.calibration_grid import gemm_descriptors, gemm_key, grid, has_weights
 from cimsplit.compiler.calibration_models import (
     FLUSH_PREFIX,
     FORK_PREFIX,
@@ -54,6 +55,7 @@ from cimsplit.compiler.host_model import (
     Sample,
     anchor_kind,
     fit_samples,
+    is_gemm_kind,
     operator_features,
     operator_kind,
     plain_kind,
@@ -209,8 +211,8 @@ def calibrate(
 
     A point that :func:`has_weights` is also profiled after reading ``flush_bytes`` (by default
     :func:`last_level_cache_bytes`; 0: not) — :func:`measure_point`.  ``extend``: an earlier
-    calibration of this machine, whose samples are kept; only the kinds it has none of are measured
-    (those a newer cimsplit calibrates), at its threads.
+    calibration of this machine, at its threads: only what it lacks is measured, and its samples of points the
+    grid no longer has are dropped (:func:`_lacking`).
 
     A point is skipped when its estimated cost (per-kind overhead plus the
     work times the kind's measured ns per unit) does not fit in what is left
@@ -224,9 +226,8 @@ def calibrate(
     if extend is not None:
         _check_extendable(extend, threads)
         int8 = int8 or extend.int8
-    kept = list(extend.samples) if extend is not None else []
-    known = {sample.kind for sample in kept}
-    todo = [p for p in (points if points is not None else grid(int8=int8, seed=seed, held_out=held_out)) if p.kind not in known]
+    todo = list(points) if points is not None else grid(int8=int8, seed=seed, held_out=held_out)
+    todo, kept, dropped = _lacking(todo, extend.samples) if extend is not None else (todo, [], 0)
     flush_bytes = last_level_cache_bytes() if flush_bytes is None else max(0, flush_bytes)
     start = time.perf_counter()
     load_before = os.getloadavg()
@@ -270,8 +271,38 @@ def calibrate(
         "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed, "flush_bytes": flush_bytes,
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
         "attribution": ATTRIBUTION_VERSION, "extends": None if extend is None else extend.source, "kept": len(kept),
+        "dropped": dropped,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
+
+
+def _lacking(points: Sequence[GridPoint], earlier: Sequence[Sample]) -> tuple[list[GridPoint], list[Sample], int]:
+    """The ``points`` an earlier calibration's samples do not measure, the samples kept, and how many are dropped.
+
+    A GEMM point is matched by its kind and descriptors (:func:`gemm_descriptors`, one sample to one point), so a
+    grid grown since, or a campaign its budget cut short, is completed; a GEMM sample of no point (one the grid no
+    longer has) is dropped.  Other kinds' points are seeded samples of shapes: measured only when the earlier
+    calibration has none of their kind.
+    """
+    wanted = Counter((p.kind, gemm_descriptors(p)) for p in points if gemm_descriptors(p) is not None)
+    kept = []
+    for sample in earlier:
+        if is_gemm_kind(sample.kind):
+            key = (sample.kind, gemm_key(sample.features["m"], sample.features["n"], sample.features["n_mvm"]))
+            if wanted[key] <= 0:
+                continue
+            wanted[key] -= 1
+        kept.append(sample)
+    known = {sample.kind for sample in kept}
+    lacking = []
+    for point in points:
+        descriptors = gemm_descriptors(point)
+        if descriptors is None and point.kind not in known:
+            lacking.append(point)
+        elif descriptors is not None and wanted[(point.kind, descriptors)] > 0:
+            wanted[(point.kind, descriptors)] -= 1
+            lacking.append(point)
+    return lacking, kept, len(earlier) - len(kept)
 
 
 def _check_extendable(earlier: HostModel, threads: int) -> None:

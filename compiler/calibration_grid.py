@@ -1,8 +1,8 @@
 """The calibration grid: which micro-benchmarks a campaign measures, in which order.
 
 Conv over C_in x C_out x spatial size x kernel 1/3/5/7 x stride 1/2 (and 1x1
-convs on one pixel, as after a global pool; and a seeded sample of convs with
-power-of-two channel counts, as most networks have), depthwise Conv (alone and with
+convs on one pixel, as after a global pool; and seeded samples of convs with
+power-of-two channel counts, as most networks have, and of patch convs, as transformers' stems), depthwise Conv (alone and with
 the Clip onnxruntime folds into it, float only), Gemm (M_v x N_v x batch),
 MatMul of two activations (batch x rows x depth x columns, attention's
 products), and the non-GEMM operators over element counts.  The spatial
@@ -19,14 +19,14 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from cimsplit.compiler.calibration_models import BLOCKED_KINDS, IMAGE_CHANNELS, GridPoint
+from cimsplit.compiler.calibration_models import BLOCKED_KINDS, IMAGE_CHANNELS, GridPoint, conv_pad
 from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX
 from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, anchor_kind, plain_kind
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 
 __all__ = ["GridPoint", "grid", "gemm_descriptors", "gemm_key", "has_weights", "SPATIAL", "POOLED", "ELEMENT_OPS",
-           "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS"]
+           "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS", "STEM_KERNELS"]
 
 SPATIAL = (10, 18, 36, 68, 132)
 POOLED = 1
@@ -42,6 +42,11 @@ kernels run whole 16-channel blocks and 4-block filter sets on them, faster per 
 (mostly partial blocks).  Fitted without them, ResNet-50's float pointwise convs were predicted 6-10 % high though
 each, measured as a point, was within 3 % of its time in the network; with 300 of them ResNet-50 float's conv
 error went from 7.8 to 5.5 % and MobileNetV2 float's from 8.9 to 6.9 % (same board, same profiles)."""
+STEM_KERNELS = (4, 8, 16)
+DOWNSAMPLING_POINTS = 60
+"""Patch convs (stride = kernel, no padding): a vision transformer's stem on the image (16 x 16; 4 x 4 for Swin and
+ConvNeXt) and a seeded sample of ConvNeXt's 2 x 2 downsamplings between stages.  Predicted from the grid's
+kernels of 1-7, ViT-Tiny int8's 16 x 16 stem was 20 % under its time as a point (36 % under in the network)."""
 DEPTHWISE = (16, 40, 88, 176, 344, 680, 1360)
 MAX_DEPTHWISE_ELEMENTS = 12e6
 FUSED_DEPTHWISE = "Conv-depthwise+Clip"
@@ -88,7 +93,7 @@ def gemm_key(m: int, n: int, n_mvm: int) -> tuple[int, int, int]:
 
 
 def _out(size: int, k: int, s: int) -> int:
-    return (size + 2 * (k // 2) - k) // s + 1
+    return (size + 2 * conv_pad(k, s) - k) // s + 1
 
 
 def _conv_points() -> list[GridPoint]:
@@ -110,6 +115,19 @@ def _power_of_two_points(rng: np.random.Generator) -> list[GridPoint]:
               for c_in in POWER_OF_TWO for c_out in POWER_OF_TWO for h in SPATIAL for k in (1, 3) for s in (1, 2)
               if c_out * c_in * k * k * _out(h, k, s) ** 2 <= MAX_MACS]
     return [points[i] for i in sorted(rng.permutation(len(points))[:POWER_OF_TWO_POINTS])]
+
+
+def _patch(c_in: int, c_out: int, out: int, k: int) -> GridPoint:
+    return GridPoint("Conv", (("c_in", c_in), ("c_out", c_out), ("h", out * k), ("k", k), ("s", k)))
+
+
+def _patch_points(rng: np.random.Generator) -> list[GridPoint]:
+    """Patch convs to maps of the grid's first four sizes: stems on an image (up to 680 outputs), 2 x 2 downsamplings."""
+    stems = [_patch(IMAGE_CHANNELS, c_out, out, k) for k in STEM_KERNELS for c_out in CONV_OUT[:-1] for out in SPATIAL[:4]
+             if c_out * IMAGE_CHANNELS * k * k * out * out <= MAX_MACS]
+    downsamplings = [_patch(c_in, c_out, out, 2) for c_in in CONV_IN[1:] for c_out in CONV_OUT for out in SPATIAL[:4]
+                     if c_out * c_in * 4 * out * out <= MAX_MACS]
+    return stems + [downsamplings[i] for i in sorted(rng.permutation(len(downsamplings))[:DOWNSAMPLING_POINTS])]
 
 
 def _depthwise_points(kind: str = "Conv-depthwise") -> list[GridPoint]:
@@ -177,7 +195,8 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     rng = np.random.default_rng(seed)
     excluded = set(held_out)
     per_kind: dict[str, list[GridPoint]] = {
-        "Conv": _conv_points() + _power_of_two_points(np.random.default_rng(seed + 2)),  # (own stream, as the glue's)
+        "Conv": _conv_points() + _power_of_two_points(np.random.default_rng(seed + 2))  # (own streams, as the glue's)
+        + _patch_points(np.random.default_rng(seed + 4)),
         "Conv-depthwise": _depthwise_points(), FUSED_DEPTHWISE: _depthwise_points(FUSED_DEPTHWISE), "Gemm": _gemm_points(),
     }
     for op in ELEMENT_OPS:

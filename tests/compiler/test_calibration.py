@@ -19,6 +19,7 @@ from cimsplit.compiler.calibration import (
     point_model,
 )
 from cimsplit.compiler.calibration_grid import (
+    DOWNSAMPLING_POINTS,
     ELEMENT_OPS,
     FUSED_DEPTHWISE,
     MAX_MACS,
@@ -33,7 +34,7 @@ from cimsplit.compiler.calibration_grid import (
     grid,
     has_weights,
 )
-from cimsplit.compiler.calibration_models import FLUSH_PREFIX, MEASURED_NODE, build_point, flush_buffer
+from cimsplit.compiler.calibration_models import FLUSH_PREFIX, IMAGE_CHANNELS, MEASURED_NODE, build_point, flush_buffer
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS
@@ -305,6 +306,20 @@ def test_pooled_points_are_pointwise_convs_on_one_pixel() -> None:
     assert gemm_descriptors(pooled[0]) == (pooled[0].get("c_out"), pooled[0].get("c_in"), 1)
 
 
+def test_patch_points_are_unpadded_stems_and_downsamplings() -> None:
+    """Stems of 4, 8 and 16 on an image to the first four map sizes, 6 output counts each, less those over the MAC
+    cap (k 8: 344 and 680 outputs at 68 x 68; k 16: 88 and more at 68, 344 and 680 at 36): 24 + 22 + 18; and the
+    2 x 2 downsamplings' sample."""
+    patches = [p for p in grid() if p.kind == "Conv" and p.get("k") == p.get("s") > 1]
+    stems = [p for p in patches if p.get("c_in") == IMAGE_CHANNELS]
+    assert len(stems) == 24 + 22 + 18 and {p.get("k") for p in stems} == {4, 8, 16}
+    assert len(patches) - len(stems) == DOWNSAMPLING_POINTS and {p.get("k") for p in patches if p not in stems} == {2}
+    stem = GridPoint("Conv", (("c_in", IMAGE_CHANNELS), ("c_out", 40), ("h", 160), ("k", 16), ("s", 16)))
+    conv = next(node for node in build_point(stem).graph.node if node.name == MEASURED_NODE)
+    assert next(a.ints for a in conv.attribute if a.name == "pads") == [0, 0, 0, 0]
+    assert gemm_descriptors(stem) == (40, 3 * 16 * 16, 10 * 10)
+
+
 def test_a_flushed_point_reads_the_buffer_first_and_computes_the_same(tmp_path: Path) -> None:
     """A GEMM point's model reads the flush input before anything else, its output is the unflushed model's to
     the bit (x + 0 * max), and the measured operator is the same conv; an element-wise point is never flushed."""
@@ -393,3 +408,18 @@ def test_an_extended_calibration_measures_only_the_kinds_it_lacks(tmp_path: Path
     assert set(extended.fits) == {"Relu", "Sigmoid"} and extended.campaign["extends"] == str(tmp_path / "earlier.json")
     with pytest.raises(CimsplitError, match="threads 1, this campaign's is 2"):
         calibrate(budget_s=30.0, points=sigmoid, threads=2, extend=earlier)
+
+
+def test_an_extended_calibration_completes_the_gemm_points_it_lacks() -> None:
+    """Convs A and B measured before; A and a patch conv P asked for: only P is measured, A's sample is kept and B's,
+    a point the grid no longer has, dropped."""
+    def conv(c_in: int, h: int, k: int, s: int) -> GridPoint:
+        return GridPoint("Conv", (("c_in", c_in), ("c_out", 16), ("h", h), ("k", k), ("s", s)))
+
+    a, b, patch = conv(16, 8, 3, 1), conv(16, 8, 1, 1), conv(IMAGE_CHANNELS, 16, 4, 4)
+    earlier = calibrate(budget_s=30.0, points=[a, b], runs=1, warmup=0, flush_bytes=0)
+    extended = calibrate(budget_s=30.0, points=[a, patch], runs=1, warmup=0, flush_bytes=0, extend=earlier)
+    assert (extended.campaign["grid_points"], extended.campaign["kept"], extended.campaign["dropped"]) == (1, 1, 1)
+    assert extended.samples[0] == earlier.samples[0]
+    features = extended.samples[1].features
+    assert (features["m"], features["n"], features["n_mvm"]) == gemm_descriptors(patch) == (16, 3 * 4 * 4, 4 * 4)
