@@ -1,8 +1,9 @@
 """The calibration grid: which micro-benchmarks a campaign measures, in which order.
 
 Conv over C_in x C_out x spatial size x kernel 1/3/5/7 x stride 1/2 (and 1x1
-convs on one pixel, as after a global pool; and seeded samples of convs with
-power-of-two channel counts, as most networks have, and of patch convs, as transformers' stems), depthwise Conv (alone and with
+convs on one pixel, as after a global pool; a seeded sample of convs with
+power-of-two channel counts, as most networks have; and patch convs, stride =
+kernel, as transformers' stems), depthwise Conv (alone and with
 the Clip onnxruntime folds into it, float only), Gemm (M_v x N_v x batch),
 MatMul of two activations (batch x rows x depth x columns, attention's
 products), and the non-GEMM operators over element counts.  The spatial

@@ -1,7 +1,7 @@
 """The micro-models of calibration points: the measured node, alone or in the context a network gives it.
 
-A conv (unless it reads an image, or a pooled pixel: it then writes the graph's
-output) or a depthwise conv sits between two pointwise convs, so onnxruntime keeps its blocked layout across it; an int8 element-wise
+A conv (unless it reads an image) or a depthwise conv sits between two pointwise
+convs, so onnxruntime keeps its blocked layout across it; an int8 element-wise
 op reads convs' outputs (the quantizer leaves one that reads the float graph input
 unquantized, and no network quantizes a graph input between two quantized ops), an
 int8 activation an Add of two convs; binary ops and Concat read two tensors; a float Concat joins two convs' outputs
