@@ -106,6 +106,14 @@ def test_all_optimizations_charge_the_fused_kernels_to_the_nodes():
     assert profile.sum_over_model == profile.sum_of_medians_ns / profile.model_median_ns["optimizations_all"]
 
 
+def test_an_uncharged_kernel_costs_its_node_nothing():
+    """Level off runs every node as its own kernel: uncharging ``mul``'s leaves it 0 in every run, the others not."""
+    profile = profile_onnx(tiny_model(), fingerprint="fp", runs=RUNS, warmup=WARMUP, progress=False, level="off",
+                           uncharged=frozenset({"mul"}))
+    assert (profile.nodes["mul"]["median_ns"], profile.nodes["mul"]["samples"]) == (0.0, 0)
+    assert all(profile.nodes[name]["samples"] == RUNS for name in ("conv", "relu", "flatten", "matmul"))
+
+
 def test_profiler_removes_its_trace_files(tmp_path, monkeypatch):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -342,3 +350,18 @@ def test_cache_measures_a_suspect_profile_once_more_and_keeps_the_better(tmp_pat
     # Read back from the cache, it still warns (the figures are saved).
     assert cached_profile(Loaded(model=tiny_model(), fingerprint="fp-2", input_shapes={})).warnings != ()
     assert len(calls) == 4
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # a KVM guest names only the line: the family and model tell a Zen 3 (25, 1) from a Zen 4 (25, 17)
+    ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n\n"
+     "processor\t: 1\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n", "AMD EPYC (family 25, model 1)"),
+    ("processor\t: 0\nBogoMIPS\t: 48.00\nCPU part\t: 0xd0c\n\nHardware\t: BCM2835\nModel\t\t: Raspberry Pi 4\n",
+     "BCM2835"),
+])
+def test_the_cpu_is_named_with_its_family_and_model(tmp_path, text: str, expected: str) -> None:
+    """Profiles, their cache and calibrations are told apart by this name (``--extend`` refuses another CPU's)."""
+    from cimsplit.machine import cpu_model
+
+    (tmp_path / "cpuinfo").write_text(text)
+    assert cpu_model(tmp_path / "cpuinfo") == expected
