@@ -8,8 +8,10 @@
 recorded with this cimsplit's predictors and writes them with that
 calibration's machine and campaign.  ``--extend`` keeps an earlier
 calibration's samples (of this machine, onnxruntime and thread count) and
-measures only what it lacks: kinds it has none of, and GEMM points its grid or
-budget did not reach (samples of points the grid no longer has are dropped).
+measures only what it lacks: kinds it has none of, GEMM points its grid or
+budget did not reach, and the kinds whose points this cimsplit measures otherwise
+(calibration's ``POINTS_VERSION``); its samples of points the grid no longer has, and of
+those kinds, are dropped.
 
 Runs the micro-benchmark grid of :mod:`cimsplit.compiler.calibration` (one
 operator per model, profiled as ``cimsplit profile`` profiles) until the time
@@ -87,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if args.refit is not None:
         print(f"refitted the {len(model.samples)} samples of {args.refit}")
     if args.extend is not None:
-        dropped = f" (dropped {campaign['dropped']} of points the grid no longer has)" if campaign.get("dropped") else ""
+        dropped = (f" (dropped {campaign['dropped']}: points the grid no longer has, or measures otherwise now)"
+                   if campaign.get("dropped") else "")
         print(f"kept the {campaign['kept']} samples of {args.extend}{dropped}")
     print(f"calibrated {campaign['measured']} of {campaign['grid_points']} points in {campaign['elapsed_s']:.0f} s "
           f"and fitted them in {campaign.get('fit_s', 0.0):.0f} s (budget {args.budget_s:g} s); cpu {model.cpu}, "

@@ -9,8 +9,10 @@ int8: the same model through the zoo's QDQ recipe, ``models/quantize.py``), load
 end and profiled with :func:`host_profile.profile_model` — the optimization
 level, threads and attribution of host profiling itself — and the
 operator's latency is its nodes' medians, as :func:`host_profile.operator_latencies` sums them, less the
-DQs that only keep a pair int8 (:func:`point_time`).  A point with a weight is profiled a second time after
-reading the machine's last-level cache's worth of memory (:func:`calibration_models.flushed`,
+DQs that only keep a pair int8 (:func:`point_time`) and the layout glue onnxruntime puts in its region
+(:func:`host_glue.glue_kernels`: an int8 element point's Transpose out of the NHWC chain and its graph output's
+DequantizeLinear, which a network runs only where its own graph has them, and the predictor adds then).
+A point with a weight is profiled a second time after reading the machine's last-level cache's worth of memory (:func:`calibration_models.flushed`,
 :func:`last_level_cache_bytes`), and its weights' share of what that adds is kept (:func:`host_model.in_network_ns`;
 the sample records both times, so a refit can mix them again):
 a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
@@ -26,7 +28,7 @@ import platform
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ from cimsplit.compiler.calibration_models import (
     keep_int8,
 )
 from cimsplit.compiler.host_chains import CHAIN_KINDS
-from cimsplit.compiler.host_glue import GLUE_PREFIX
+from cimsplit.compiler.host_glue import GLUE_PREFIX, glue_kernels
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
     HostModel,
@@ -118,20 +120,25 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
         onnx.save(model, path)
         loaded = load(path)
     given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if any(i.name == FLUSH_PREFIX for i in model.graph.input) else {}
-    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False,
-                            given_inputs=given)
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
-    level = str(getattr(profile, "level", "off"))
     kernels = int8_kernels(loaded.model.graph)
-    softmax = any(node.op_type == "Softmax" for node in loaded.model.graph.node)  # (its axis: where it runs)
-    variants = op_variants(loaded.model, optimized_model(loaded.model, level, threads) if softmax else None)
+    # The graph onnxruntime runs, where a Softmax's axis is decided and an int8 kernel's layout glue is added.
+    optimized = (optimized_model(loaded.model, "all", threads)
+                 if point.kind.startswith(INT8_PREFIX) or "Softmax" in node_types.values() else None)
+    variants = op_variants(loaded.model, optimized)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, "")))
              for op in loaded.workload.operators]
-    if point.kind in CHAIN_KINDS:  # one fused kernel does all its operators' work: their sum, by output elements
+    op = None if point.kind in CHAIN_KINDS else measured_operator(point, kinds)
+    glue = frozenset[str]()  # the layout glue in the operator's region: the predictor adds a network's own
+    if op is not None and optimized is not None:
+        glue = frozenset(g.kernel for g in glue_kernels(loaded.model, optimized, loaded.workload).get(op.name, ()))
+    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False,
+                            given_inputs=given, uncharged=glue)
+    level = str(getattr(profile, "level", "off"))
+    if op is None:  # a chain: one fused kernel does all its operators' work: their sum, by output elements
         elements = float(point.elements())
-        return (Sample(point.kind, {"n_in": elements, "n_out": elements}, sum(point_time(op, profile.nodes) for op, _ in kinds)),
+        return (Sample(point.kind, {"n_in": elements, "n_out": elements}, sum(point_time(o, profile.nodes) for o, _ in kinds)),
                 level)
-    op = measured_operator(point, kinds)
     return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
 
 
@@ -196,6 +203,10 @@ def _work(point: GridPoint) -> float:
     return float(point.elements())
 
 
+POINTS_VERSION = 2
+"""Bumped when what a point's sample measures changes, so that ``--extend`` measures the changed kinds again
+(2: an operator without a weight is measured without the layout glue of its region, :func:`_profiled_sample`)."""
+
 FIT_S_PER_SAMPLE = 0.005
 """Seconds of the budget kept back for the fits, per sample measured: the fits of a full int8 campaign
 (7,271 samples; linear methods cross-validated, then the kernel ridge correction) took 34 s on a Zen 4
@@ -227,7 +238,7 @@ def calibrate(
         _check_extendable(extend, threads)
         int8 = int8 or extend.int8
     todo = list(points) if points is not None else grid(int8=int8, seed=seed, held_out=held_out)
-    todo, kept, dropped = _lacking(todo, extend.samples) if extend is not None else (todo, [], 0)
+    todo, kept, dropped = _lacking(todo, extend.samples, _stale(extend, todo)) if extend is not None else (todo, [], 0)
     flush_bytes = last_level_cache_bytes() if flush_bytes is None else max(0, flush_bytes)
     start = time.perf_counter()
     load_before = os.getloadavg()
@@ -255,7 +266,7 @@ def calibrate(
             failed += 1
             continue
         wall_s = time.perf_counter() - begun
-        if sample.t_ns <= 0:
+        if sample.t_ns < 0 or (sample.t_ns == 0 and is_gemm_kind(sample.kind)):  # (0: all glue, :func:`fit_kind`)
             failed += 1
             continue
         samples.append(sample)
@@ -271,22 +282,33 @@ def calibrate(
         "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed, "flush_bytes": flush_bytes,
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
         "attribution": ATTRIBUTION_VERSION, "extends": None if extend is None else extend.source, "kept": len(kept),
-        "dropped": dropped,
+        "dropped": dropped, "points": POINTS_VERSION,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
 
 
-def _lacking(points: Sequence[GridPoint], earlier: Sequence[Sample]) -> tuple[list[GridPoint], list[Sample], int]:
+def _stale(earlier: HostModel, points: Sequence[GridPoint]) -> set[str]:
+    """The kinds whose samples in ``earlier`` measure what this cimsplit's points no longer do (:data:`POINTS_VERSION`):
+    before 2, the int8 kinds without a weight, which held their layout glue."""
+    if int(earlier.campaign.get("points", 1)) >= POINTS_VERSION:
+        return set()
+    return {p.kind for p in points if p.kind.startswith(INT8_PREFIX) and not has_weights(p)}
+
+
+def _lacking(points: Sequence[GridPoint], earlier: Sequence[Sample],
+             stale: Collection[str] = ()) -> tuple[list[GridPoint], list[Sample], int]:
     """The ``points`` an earlier calibration's samples do not measure, the samples kept, and how many are dropped.
 
     A GEMM point is matched by its kind and descriptors (:func:`gemm_descriptors`, one sample to one point), so a
     grid grown since, or a campaign its budget cut short, is completed; a GEMM sample of no point (one the grid no
     longer has) is dropped.  Other kinds' points are seeded samples of shapes: measured only when the earlier
-    calibration has none of their kind.
+    calibration has none of their kind.  Samples of the ``stale`` kinds are dropped (and their points measured).
     """
     wanted = Counter((p.kind, gemm_descriptors(p)) for p in points if gemm_descriptors(p) is not None)
     kept = []
     for sample in earlier:
+        if sample.kind in stale:
+            continue
         if is_gemm_kind(sample.kind):
             key = (sample.kind, gemm_key(sample.features["m"], sample.features["n"], sample.features["n_mvm"]))
             if wanted[key] <= 0:

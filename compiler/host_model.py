@@ -229,15 +229,20 @@ def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None
     """Fit every applicable method, keep the one with the lowest cross-validated error; None without samples.
 
     With too few samples to cross-validate any method, the method with the fewest
-    columns that the samples determine is used.  A GEMM kind's fit then gets its
+    columns that the samples determine is used; an element kind whose samples are all 0 (calibration charged its
+    region's glue to no node, and nothing else ran) predicts 0.  A GEMM kind's fit then gets its
     kernel ridge correction when that lowers the held-out error
     (:mod:`cimsplit.compiler.host_correction`).
     """
+    gemm = is_gemm_kind(kind)
+    names = [m for m in (methods or METHODS) if METHODS[m].gemm == gemm]
+    keys = GEMM_FEATURES if gemm else ELEMENT_FEATURES
+    if samples and not gemm and all(s.t_ns == 0 for s in samples):  # its region is all glue (an int8 Relu folded away)
+        ranges = {key: (min(s.features[key] for s in samples), max(s.features[key] for s in samples)) for key in keys}
+        return KindFit(kind, "relative-elements", (0.0, 0.0, 0.0), len(samples), 0.0, {"relative-elements": None}, ranges)
     samples = [s for s in samples if s.t_ns > 0]
     if not samples:
         return None
-    gemm = is_gemm_kind(kind)
-    names = [m for m in (methods or METHODS) if METHODS[m].gemm == gemm]
     features = [s.features for s in samples]
     t_ns = [s.t_ns for s in samples]
     cv = {name: transfer_mape(name, features, t_ns) for name in names}
@@ -250,7 +255,6 @@ def fit_kind(kind: str, samples: Sequence[Sample], methods: Sequence[str] | None
             return None
         best = min(fitting, key=lambda name: (len(METHODS[name].columns(features[0])), name))
     coefficients = solve(best, features, t_ns)
-    keys = GEMM_FEATURES if gemm else ELEMENT_FEATURES
     ranges = {key: (min(f[key] for f in features), max(f[key] for f in features)) for key in keys}
     fit = KindFit(kind, best, tuple(float(c) for c in coefficients), len(samples),
                   mape(best, coefficients, features, t_ns), cv, ranges)

@@ -19,7 +19,7 @@ import onnxruntime as ort
 
 from cimsplit.compiler.host_chains import Chain, fused_chains
 from cimsplit.compiler.host_fused import activation_kernels
-from cimsplit.compiler.host_glue import GLUE_KINDS, glue_of_regions
+from cimsplit.compiler.host_glue import GLUE_KINDS, Glue, glue_kernels
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
     HostModel,
@@ -93,7 +93,7 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     kernels = int8_kernels(model.graph, host_model.machine.get("machine"))
     latencies: dict[str, float] = {}
     missing: dict[str, str] = {}
-    glue: dict[str, list[tuple[str, float]]] = {}
+    glue: dict[str, list[Glue]] = {}
     optimized = optimized_model(model, host_model.level, host_model.threads)
     regions = attribute_kernels(model, optimized)
     fused = activation_kernels(model, optimized, workload, regions)
@@ -101,7 +101,10 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     chains = [chain for chain in fused_chains(model, optimized, workload, regions) if chain.kind in host_model.fits]
     chained = {name for chain in chains for name in chain.operators}
     if all(kind in host_model.fits for kind in GLUE_KINDS):  # calibrations from before the glue kinds predict without
-        glue = glue_of_regions(model, optimized, workload, regions)
+        glue = glue_kernels(model, optimized, workload, regions)
+        if int(host_model.campaign.get("points", 1)) < 2:  # a calibration whose element points held their glue
+            gemm = {op.name for op in workload.operators if op.m is not None}
+            glue = {name: kernels for name, kernels in glue.items() if name in gemm}
     for op in workload.operators:
         variant = variants.get(op.name, "")
         kind = operator_kind(op, node_types, kernels.get(op.name, ""), variant)
@@ -127,7 +130,7 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
             if op.name not in chained:
                 missing[op.name] = absent[0]
             continue
-        needed += [(k, {"n_in": e, "n_out": e}) for k, e in glue.get(op.name, ())]
+        needed += [(g.kind, {"n_in": g.elements, "n_out": g.elements}) for g in glue.get(op.name, ())]
         latencies[op.name] = sum(host_model.predict_kind_ns(k, f) for k, f in needed)
     for chain in chains:
         latencies.update(_chain_shares(chain, host_model, latencies))

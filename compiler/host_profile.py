@@ -275,12 +275,13 @@ class HostProfile:
 
 def profile_model(
     loaded: _Loaded, runs: int = 30, warmup: int = 5, threads: int = 1, seed: int = 0, progress: bool | None = None,
-    level: str = "all", given_inputs: Mapping[str, np.ndarray] | None = None,
+    level: str = "all", given_inputs: Mapping[str, np.ndarray] | None = None, uncharged: frozenset[str] = frozenset(),
 ) -> HostProfile:
-    """Profile the front end's simplified model on this machine (``given_inputs``: :func:`.ort_profiler.measure`'s)."""
+    """Profile the front end's simplified model on this machine (``given_inputs``, ``uncharged``:
+    :func:`.ort_profiler.measure`'s)."""
     return profile_onnx(
-        loaded.model, fingerprint=loaded.fingerprint, input_shapes=loaded.input_shapes,
-        runs=runs, warmup=warmup, threads=threads, seed=seed, progress=progress, level=level, given_inputs=given_inputs,
+        loaded.model, fingerprint=loaded.fingerprint, input_shapes=loaded.input_shapes, runs=runs, warmup=warmup,
+        threads=threads, seed=seed, progress=progress, level=level, given_inputs=given_inputs, uncharged=uncharged,
     )
 
 
@@ -296,6 +297,7 @@ def profile_onnx(
     progress: bool | None = None,
     level: str = "all",
     given_inputs: Mapping[str, np.ndarray] | None = None,
+    uncharged: frozenset[str] = frozenset(),
 ) -> HostProfile:
     """Profile any ONNX model whose nodes have unique names (see ``ort_profiler``)."""
     names = [node.name for node in model.graph.node]
@@ -304,7 +306,7 @@ def profile_onnx(
     # Nodes onnxruntime cannot load (custom domains) are left out of the measured model; see compiler/opaque.py.
     measured, unprofiled = profilable_part(model)
     measurement = measure(measured, input_shapes, runs=runs, warmup=warmup, threads=threads, seed=seed,
-                          progress=progress, level=level, given_inputs=given_inputs)
+                          progress=progress, level=level, given_inputs=given_inputs, uncharged=uncharged)
     index = {name: position for position, name in enumerate(names)}
     nodes = {
         name: {"op_type": s.op_type, "median_ns": s.median_ns, "p10_ns": s.p10_ns, "p90_ns": s.p90_ns,

@@ -115,11 +115,14 @@ def measure(
     progress: bool | None = None,
     level: str = "all",
     given_inputs: Mapping[str, np.ndarray] | None = None,
+    uncharged: frozenset[str] = frozenset(),
 ) -> Measurement:
     """Profile every node of ``model`` at ``level`` and time the whole model (see module docstring).
 
     ``progress``: ``None`` shows a tqdm bar on stderr only when it is a terminal,
     ``False`` never, ``True`` always.  ``given_inputs`` are fed as they are, the other inputs random.
+    ``uncharged``: kernels of the graph run at ``level`` whose time no node is charged (a calibration point's
+    layout glue, :func:`~cimsplit.compiler.host_glue.glue_kernels`).
     """
     if runs < 1:
         raise CimsplitError(f"runs must be at least 1, not {runs}", hint="e.g. --runs 30")
@@ -164,7 +167,8 @@ def measure(
                 events = json.load(handle)
             optimized = _load_optimized(os.path.join(folder, f"optimized-{key}.onnx"))
             regions = attribute_kernels(model, optimized, _trace_types(events, optimized))
-            kernel_runs = _kernel_times_by_run(events, warmup, runs, {node.name for node in optimized.graph.node})
+            kept = {node.name for node in optimized.graph.node} - (uncharged if key == level else frozenset())
+            kernel_runs = _kernel_times_by_run(events, warmup, runs, kept)
             weights = {name: float(np.median(values)) for name, values in per_run.items()}
             per_run, kernels = _node_times_by_run(regions, kernel_runs, runs, weights), len(optimized.graph.node)
     finally:

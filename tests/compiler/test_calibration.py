@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from cimsplit.compiler.calibration_models import FLUSH_PREFIX, IMAGE_CHANNELS, M
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS
-from cimsplit.compiler.host_model import HostModel, in_network_ns, is_gemm_kind, operator_features, operator_kind, plain_kind
+from cimsplit.compiler.host_model import HostModel, Sample, in_network_ns, is_gemm_kind, operator_features, operator_kind, plain_kind
 from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.kernel_attribution import attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
@@ -423,3 +424,21 @@ def test_an_extended_calibration_completes_the_gemm_points_it_lacks() -> None:
     assert extended.samples[0] == earlier.samples[0]
     features = extended.samples[1].features
     assert (features["m"], features["n"], features["n_mvm"]) == gemm_descriptors(patch) == (16, 3 * 4 * 4, 4 * 4)
+
+
+def test_an_extension_measures_again_the_kinds_whose_points_changed() -> None:
+    """A calibration from before points version 2 held its int8 element points' layout glue: extending it drops
+    those samples and lists their points again; its float samples and its int8 conv's (a weight) are kept."""
+    relu, int8_relu = GridPoint("Relu", (("c", 8), ("h", 8))), GridPoint("int8:Relu", (("c", 8), ("h", 8)))
+    conv = GridPoint("int8:Conv", (("c_in", 16), ("c_out", 16), ("h", 8), ("k", 3), ("s", 1)))
+    m, n, n_mvm = gemm_descriptors(conv)
+    elements = {"n_in": 512.0, "n_out": 512.0}
+    samples = [Sample("Relu", elements, 100.0), Sample("int8:Relu", elements, 200.0),
+               Sample("int8:Conv", {"m": m, "n": n, "n_mvm": n_mvm}, 300.0)]
+    old = HostModel(ort_version=ort.__version__, cpu="cpu", machine={}, threads=1, level="all", int8=True, fits={},
+                    samples=tuple(samples), campaign={"attribution": 4})
+    stale = calibration._stale(old, [relu, int8_relu, conv])
+    assert stale == {"int8:Relu"}
+    assert calibration._lacking([relu, int8_relu, conv], samples, stale) == ([int8_relu], [samples[0], samples[2]], 1)
+    current = dataclasses.replace(old, campaign={"points": calibration.POINTS_VERSION})
+    assert calibration._stale(current, [relu, int8_relu, conv]) == set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -9,12 +10,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.calibration import measured_operator, point_model
+from cimsplit.compiler.calibration import measure_point, measured_operator, point_model
 from cimsplit.compiler.calibration_grid import GridPoint, grid
 from cimsplit.compiler.calibration_models import MEASURED_NODE, build_glue_point
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_glue import GLUE_KINDS, layout_glue
-from cimsplit.compiler.host_model import Sample, fit_kind, operator_kind
+from cimsplit.compiler.host_model import HostModel, KindFit, Sample, fit_kind, operator_kind
+from cimsplit.compiler.host_prediction import predict_latencies
+from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
 from cimsplit.models.quantize import quantize_qdq
 
@@ -24,6 +27,11 @@ x86 = pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxrunt
 def _loaded(model: onnx.ModelProto, tmp_path: Path):
     onnx.save(model, tmp_path / "m.onnx")
     return load(tmp_path / "m.onnx")
+
+
+def _loaded_point(point: GridPoint):
+    with tempfile.TemporaryDirectory() as folder:
+        return _loaded(point_model(point), Path(folder))
 
 
 def _residual_block() -> onnx.ModelProto:
@@ -53,12 +61,14 @@ def test_a_residual_projection_pays_the_glue_back_to_float(tmp_path: Path) -> No
     output over as DQ -> float Transpose -> Q -> DQ, 16 x 10 x 10 elements each.  conv3 and conv4 read a tensor
     quantized outside the NHWC chain (conv2's and the Add's QuantizeLinear) through a uint8 Transpose to NHWC, in
     the region of their QLinearConv with that producer's DequantizeLinear: theirs (a point's conv reads a conv's
-    NHWC output, no Transpose).  conv1 reads the graph input (its glue is a calibration point's too)."""
+    NHWC output, no Transpose).  conv1 reads the graph input (its glue is a calibration point's too).  The Add, an
+    element operator, dequantizes conv1's kept int8 output and quantizes its own: its glue, all of it."""
     loaded = _loaded(_residual_block(), tmp_path)
     glue = layout_glue(loaded.model, loaded.workload)
     assert glue == {"conv3": [("glue:Transpose-u8", 1600.0), ("glue:DequantizeLinear", 1600.0), ("glue:QuantizeLinear", 1600.0),
                               ("glue:Transpose-f32", 1600.0), ("glue:DequantizeLinear", 1600.0)],
-                    "conv4": [("glue:Transpose-u8", 1600.0)]}
+                    "conv4": [("glue:Transpose-u8", 1600.0)],
+                    "add": [("glue:DequantizeLinear", 1600.0), ("glue:QuantizeLinear", 1600.0)]}
 
 
 @x86
@@ -74,6 +84,44 @@ def test_calibration_points_carry_no_glue(tmp_path: Path, kind: str) -> None:
     op = measured_operator(GridPoint(kind, params), [(o, operator_kind(o, types, kernels.get(o.name, "")))
                                                      for o in loaded.workload.operators])
     assert op.name not in layout_glue(loaded.model, loaded.workload)
+
+
+@x86
+@pytest.mark.parametrize(("kind", "glue"), [
+    # a QLinearConv's NHWC output back to NCHW for the Reshape, the graph output's DequantizeLinear (16 x 10 x 10)
+    ("int8:Reshape", [("glue:Transpose-u8", 1600.0), ("glue:DequantizeLinear", 1600.0)]),
+    # the NHWC MaxPool (3x3/2 to 5 x 5) runs in the chain; its output goes back to NCHW and float
+    ("int8:MaxPool", [("glue:Transpose-u8", 400.0), ("glue:DequantizeLinear", 400.0)]),
+    ("int8:Add", [("glue:DequantizeLinear", 1600.0)]),  # a QLinearAdd, then the graph output's DequantizeLinear
+    ("Reshape", []),
+])
+def test_an_element_point_holds_glue_a_network_may_run_without(tmp_path: Path, kind: str, glue: list) -> None:
+    """What calibration does not charge to the point (the predictor adds the network's own)."""
+    point = GridPoint(kind, (("c", 16), ("h", 10)))
+    loaded = _loaded(point_model(point), tmp_path)
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    op = measured_operator(point, [(o, operator_kind(o, types)) for o in loaded.workload.operators])
+    assert layout_glue(loaded.model, loaded.workload).get(op.name, []) == glue
+
+
+@x86
+def test_calibration_profiles_an_element_point_without_its_glue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The int8 Reshape point is profiled with its Transpose and DequantizeLinear kernels charged to no node."""
+    from cimsplit.compiler import host_profile
+
+    seen: list[frozenset[str]] = []
+    profile_model = host_profile.profile_model
+
+    def recording(*args, uncharged: frozenset[str] = frozenset(), **kwargs):
+        seen.append(uncharged)
+        return profile_model(*args, uncharged=uncharged, **kwargs)
+
+    monkeypatch.setattr(host_profile, "profile_model", recording)
+    point = GridPoint("int8:Reshape", (("c", 16), ("h", 10)))
+    sample, _ = measure_point(point, threads=1, runs=1, warmup=0)
+    optimized = {node.name: node.op_type for node in optimized_model(_loaded_point(point).model).graph.node}
+    assert len(seen) == 1 and sorted(optimized[name] for name in seen[0]) == ["DequantizeLinear", "Transpose"]
+    assert sample.kind == "int8:Reshape" and sample.t_ns >= 0
 
 
 @pytest.mark.parametrize(("kind", "types", "shape"), [
@@ -105,3 +153,23 @@ def test_a_glue_fit_recovers_its_overhead_and_cost_per_element() -> None:
     fit = fit_kind("glue:DequantizeLinear", samples)
     assert fit is not None and fit.method == "relative-elements"
     assert fit.predict_ns({"n_in": 75264.0, "n_out": 75264.0}) == pytest.approx(2500 + 0.06 * 75264, rel=1e-9)
+
+
+@x86
+@pytest.mark.parametrize("points", [1, 2])
+def test_the_predictor_adds_an_element_operators_glue_to_a_calibration_without_it(points: int) -> None:
+    """The int8 Reshape point as a network: Reshape 100 + 1 ns per element (1600), its Transpose back to NCHW
+    10 + 0.5 ns and its output's DequantizeLinear 20 + 0.25 ns per element: 1700 + 810 + 420 = 2930 ns from a
+    calibration whose points leave their glue out (version 2), 1700 from one whose points held it."""
+    def fit(kind: str, overhead: float, per_element: float) -> KindFit:
+        return KindFit(kind, "relative-elements", (overhead, 0.0, per_element), 10, 0.0, {}, {})
+
+    fits = {"int8:Reshape": fit("int8:Reshape", 100.0, 1.0), "glue:Transpose-u8": fit("glue:Transpose-u8", 10.0, 0.5),
+            "glue:DequantizeLinear": fit("glue:DequantizeLinear", 20.0, 0.25),
+            **{kind: fit(kind, 1e6, 1.0) for kind in ("glue:QuantizeLinear", "glue:Transpose-f32")}}
+    board = HostModel(ort_version="", cpu="", machine={}, threads=1, level="all", int8=True, fits=fits,
+                      campaign={"points": points})
+    loaded = _loaded_point(GridPoint("int8:Reshape", (("c", 16), ("h", 10))))
+    latencies, _ = predict_latencies(loaded.workload, loaded.model, board)
+    reshape = next(op.name for op in loaded.workload.operators if op.op_type == "Reshape")
+    assert latencies[reshape] == (2930.0 if points == 2 else 1700.0)

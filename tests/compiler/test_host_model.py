@@ -126,6 +126,19 @@ def test_too_few_samples_fall_back_to_the_smallest_fit() -> None:
     assert all(v is None for v in fit.cv_mape.values())
 
 
+def test_an_element_kind_whose_work_is_all_glue_predicts_nothing() -> None:
+    """An int8 Relu onnxruntime folds away leaves only its output's glue, which calibration charges to no node: all
+    its samples are 0, so it predicts the 1 ns floor at any size; with positive samples, those are fitted."""
+    zeros = [Sample("int8:Relu-s8in", {"n_in": n, "n_out": n}, 0.0) for n in (1000.0, 4000.0, 9000.0)]
+    fit = fit_kind("int8:Relu-s8in", zeros)
+    assert fit is not None and (fit.method, fit.coefficients, fit.samples) == ("relative-elements", (0.0, 0.0, 0.0), 3)
+    assert fit.predict_ns({"n_in": 1e6, "n_out": 1e6}) == 1.0 and fit.ranges["n_out"] == (1000.0, 9000.0)
+    positive = [Sample("int8:Relu-s8in", {"n_in": n, "n_out": n}, 100 + n) for n in (50.0, 500.0, 5000.0)]
+    mixed = fit_kind("int8:Relu-s8in", [*zeros, *positive])
+    assert mixed is not None and mixed.samples == 3
+    assert fit_kind("Conv", [Sample("Conv", {"m": 8.0, "n": 9.0, "n_mvm": 4.0}, 0.0)]) is None
+
+
 def _op(m: int | None, n: int | None, n_mvm: int | None, weight: tuple[int, ...] | None, n_out: int,
         nodes: tuple[str, ...] = ("a",), op_type: str = "Conv") -> Operator:
     return Operator("a", op_type, nodes, m is not None, None, m, n, n_mvm, 1, 100, n_out, weight_shape=weight)
