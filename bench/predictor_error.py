@@ -15,8 +15,10 @@ It first checks that none of the zoo's GEMM shapes is a calibration sample
 (the grid holds them out).  The truth is the per-node median of ``--rounds``
 profiles (separate sessions); no assertion on the figures.
 
-    .venv/bin/python bench/predictor_error.py --host-model board.json [--runs 10] [--rounds 3] [--time-limit 20] \\
-        [-o bench/results/predictor_error.txt]
+    .venv/bin/python bench/predictor_error.py --host-model board.json [other.json ...] [--runs 10] [--rounds 3] \\
+        [--time-limit 20] [-o bench/results/predictor_error.txt]
+
+Several calibrations are compared against the same profiles (the truth drifts between runs on a shared VM).
 """
 
 from __future__ import annotations
@@ -62,59 +64,66 @@ def median_profile(rounds: list[HostProfile]) -> HostProfile:
     return dataclasses.replace(rounds[0], nodes=nodes)
 
 
-def evaluate(name: str, int8: bool, host_model: HostModel, args: argparse.Namespace) -> dict:
+def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: argparse.Namespace) -> list[dict]:
+    """One result per calibration of ``host_models``, all against the same truth (one median profile)."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"{name}.onnx"
         onnx.save(zoo.build(name, int8=int8), path)
         loaded = load(path)
-    calibrated = {tuple(int(s.features[k]) for k in ("m", "n", "n_mvm")) for s in host_model.samples if "m" in s.features}
     zoo_shapes = {(op.m, op.n, op.n_mvm) for op in loaded.workload.operators if op.m is not None}
-    if calibrated & zoo_shapes:
-        raise SystemExit(f"{name}: the calibration holds zoo shapes {sorted(calibrated & zoo_shapes)[:3]}")
+    for file, host_model in host_models.items():
+        calibrated = {tuple(int(s.features[k]) for k in ("m", "n", "n_mvm")) for s in host_model.samples if "m" in s.features}
+        if calibrated & zoo_shapes:
+            raise SystemExit(f"{name}: calibration {file} holds zoo shapes {sorted(calibrated & zoo_shapes)[:3]}")
     begin = time.perf_counter()
     profile = median_profile([profile_model(loaded, runs=args.runs, warmup=2, progress=False) for _ in range(args.rounds)])
     profiled_s = time.perf_counter() - begin
-    predicted = predicted_profile(loaded, host_model)
     truth = operator_latencies(loaded.workload, profile)
-    guess = operator_latencies(loaded.workload, predicted)
     types = {node.name: node.op_type for node in loaded.model.graph.node}
-    kernels = int8_kernels(loaded.model.graph, host_model.machine.get("machine"))
-    errors, conv_errors, by_kind = [], [], {}
-    for op in loaded.workload.operators:
-        if truth[op.name] <= 0:
-            continue  # ORT ran no kernel for it (folded or fused away): no percentage to take
-        error = abs(guess[op.name] - truth[op.name]) / truth[op.name]
-        errors.append(error)
-        kind = operator_kind(op, types, kernels.get(op.name, ""))
-        by_kind.setdefault(kind, [0.0, 0.0])
-        by_kind[kind][0] += truth[op.name]
-        by_kind[kind][1] += guess[op.name]
-        if op.op_type == "Conv":
-            conv_errors.append(error)
     hardware = load_hardware("x86")
     options = SolveOptions(time_limit_s=args.time_limit)
     true_problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
-    guess_problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, predicted))
     best = place(true_problem, options)
-    chosen = place(guess_problem, options)
-    retimed = simulate(true_problem, chosen.schedule.on_host, host_order_by_start(chosen.schedule))
-    mean, worst = _pct(errors)
-    conv_mean, conv_worst = _pct(conv_errors)
-    sum_true, sum_guess = sum(truth.values()), sum(guess.values())
-    return {
-        "model": name + (" int8" if int8 else ""), "operators": len(errors), "convs": len(conv_errors),
-        "mape": mean, "max_ape": worst, "conv_mape": conv_mean, "conv_max_ape": conv_worst,
-        "sum_profiled_ns": sum_true, "sum_predicted_ns": sum_guess, "sum_error_pct": 100 * (sum_guess - sum_true) / sum_true,
-        "plan_profiled_ns": best.schedule.makespan_ns, "plan_predicted_retimed_ns": retimed.makespan_ns,
-        "plan_cost_pct": 100 * (retimed.makespan_ns - best.schedule.makespan_ns) / best.schedule.makespan_ns,
-        "solver_status": f"{best.solver.status}/{chosen.solver.status}", "profiled_s": profiled_s,
-        "by_kind": {k: {"profiled_ns": v[0], "predicted_ns": v[1]} for k, v in sorted(by_kind.items())},
-    }
+    results = []
+    for file, host_model in host_models.items():
+        predicted = predicted_profile(loaded, host_model)
+        guess = operator_latencies(loaded.workload, predicted)
+        kernels = int8_kernels(loaded.model.graph, host_model.machine.get("machine"))
+        errors, conv_errors, by_kind = [], [], {}
+        for op in loaded.workload.operators:
+            if truth[op.name] <= 0:
+                continue  # ORT ran no kernel for it (folded or fused away): no percentage to take
+            error = abs(guess[op.name] - truth[op.name]) / truth[op.name]
+            errors.append(error)
+            kind = operator_kind(op, types, kernels.get(op.name, ""))
+            by_kind.setdefault(kind, [0.0, 0.0])
+            by_kind[kind][0] += truth[op.name]
+            by_kind[kind][1] += guess[op.name]
+            if op.op_type == "Conv":
+                conv_errors.append(error)
+        guess_problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, predicted))
+        chosen = place(guess_problem, options)
+        retimed = simulate(true_problem, chosen.schedule.on_host, host_order_by_start(chosen.schedule))
+        mean, worst = _pct(errors)
+        conv_mean, conv_worst = _pct(conv_errors)
+        sum_true, sum_guess = sum(truth.values()), sum(guess.values())
+        results.append({
+            "model": name + (" int8" if int8 else ""), "calibration": file, "operators": len(errors),
+            "convs": len(conv_errors), "mape": mean, "max_ape": worst, "conv_mape": conv_mean, "conv_max_ape": conv_worst,
+            "sum_profiled_ns": sum_true, "sum_predicted_ns": sum_guess,
+            "sum_error_pct": 100 * (sum_guess - sum_true) / sum_true,
+            "plan_profiled_ns": best.schedule.makespan_ns, "plan_predicted_retimed_ns": retimed.makespan_ns,
+            "plan_cost_pct": 100 * (retimed.makespan_ns - best.schedule.makespan_ns) / best.schedule.makespan_ns,
+            "solver_status": f"{best.solver.status}/{chosen.solver.status}", "profiled_s": profiled_s,
+            "by_kind": {k: {"profiled_ns": v[0], "predicted_ns": v[1]} for k, v in sorted(by_kind.items())},
+        })
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--host-model", required=True, metavar="FILE")
+    parser.add_argument("--host-model", required=True, metavar="FILE", nargs="+",
+                        help="one calibration, or several compared against the same profiles")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=zoo.NAMES)
     parser.add_argument("--float-only", action="store_true")
     parser.add_argument("--runs", type=int, default=10)
@@ -122,36 +131,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=20.0)
     parser.add_argument("-o", "--output", type=Path, default=None, help="save the table (and a .json beside it)")
     args = parser.parse_args(argv)
-    host_model = HostModel.load(args.host_model)
+    host_models = {file: HostModel.load(file) for file in args.host_model}
     load_before = os.getloadavg()
     rows, results = [], []
     for name in args.models:
         for int8 in (False,) if args.float_only else (False, True):
-            result = evaluate(name, int8, host_model, args)
-            results.append(result)
-            rows.append([result["model"], str(result["operators"]), f"{result['mape']:.1f}", f"{result['max_ape']:.0f}",
-                         f"{result['conv_mape']:.1f}", f"{result['conv_max_ape']:.0f}", f"{result['sum_error_pct']:+.1f}",
-                         f"{result['plan_cost_pct']:+.2f}", result["solver_status"]])
-            print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
-    campaign = host_model.campaign
+            for result in evaluate(name, int8, host_models, args):
+                results.append(result)
+                rows.append([result["model"], *([result["calibration"]] if len(host_models) > 1 else []),
+                             str(result["operators"]), f"{result['mape']:.1f}", f"{result['max_ape']:.0f}",
+                             f"{result['conv_mape']:.1f}", f"{result['conv_max_ape']:.0f}", f"{result['sum_error_pct']:+.1f}",
+                             f"{result['plan_cost_pct']:+.2f}", result["solver_status"]])
+                print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     lines = [
-        f"# predictor error: calibration {args.host_model} ({campaign.get('measured')} points in {campaign.get('elapsed_s')} s, "
-        f"load {campaign.get('load_average_before')} -> {campaign.get('load_average_after')}), cpu {host_model.cpu}, "
-        f"onnxruntime {host_model.ort_version}, level {host_model.level}, {host_model.threads} thread(s)",
+        f"# predictor error: calibration {file} ({model.campaign.get('measured')} points in "
+        f"{model.campaign.get('elapsed_s')} s, load {model.campaign.get('load_average_before')} -> "
+        f"{model.campaign.get('load_average_after')}), cpu {model.cpu}, onnxruntime {model.ort_version}, level "
+        f"{model.level}, {model.threads} thread(s)" for file, model in host_models.items()
+    ]
+    host_model = next(iter(host_models.values()))
+    lines += [
         f"# truth: per-node median of {args.rounds} profile_model rounds of runs={args.runs}; "
         f"plans: x86 preset (100 crossbars, 50 ns), solver auto, {args.time_limit:g} s",
         f"# load average (1, 5, 15 min) before {', '.join(f'{x:.2f}' for x in load_before)}, "
         f"after {', '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores",
         "# targets (issue 16): conv MAPE <= 8 %, |sum error| <= 5 %, plan cost <= 2 %",
         "",
-        format_table(["model", "ops", "MAPE %", "max %", "conv MAPE %", "conv max %", "sum err %", "plan cost %", "solver"],
-                     rows, [False, True, True, True, True, True, True, True, False]),
+        format_table(["model", *(["calibration"] if len(host_models) > 1 else []), "ops", "MAPE %", "max %", "conv MAPE %",
+                      "conv max %", "sum err %", "plan cost %", "solver"],
+                     rows, [False, *([False] if len(host_models) > 1 else []), True, True, True, True, True, True, True, False]),
         "",
         "per kind, sum of T_host profiled -> predicted (ms):",
     ]
     for result in results:
         kinds = ", ".join(f"{k} {v['profiled_ns'] / 1e6:.2f}->{v['predicted_ns'] / 1e6:.2f}" for k, v in result["by_kind"].items())
-        lines.append(f"  {result['model']}: {kinds}")
+        lines.append(f"  {result['model']}{' (' + result['calibration'] + ')' if len(host_models) > 1 else ''}: {kinds}")
     fits = ", ".join(f"{kind} {fit.label} (cv {100 * (fit.held_out_mape or float('nan')):.0f}%, "
                      f"Pipe-it {100 * (fit.cv_mape.get('pipeit') or float('nan')):.0f}%)"
                      for kind, fit in sorted(host_model.fits.items()) if "Conv" in kind or "Gemm" in kind)
