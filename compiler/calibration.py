@@ -122,9 +122,11 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
     given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if any(i.name == FLUSH_PREFIX for i in model.graph.input) else {}
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     kernels = int8_kernels(loaded.model.graph)
-    # The graph onnxruntime runs, where a Softmax's axis is decided and an int8 kernel's layout glue is added.
+    # The graph onnxruntime runs, where a Softmax's axis is decided and an int8 element op's layout glue is added
+    # (a GEMM point sits between two convs of its kind: no glue of its own, host_glue).
+    int8_element = point.kind.startswith(INT8_PREFIX) and not has_weights(point)
     optimized = (optimized_model(loaded.model, "all", threads)
-                 if point.kind.startswith(INT8_PREFIX) or "Softmax" in node_types.values() else None)
+                 if int8_element or "Softmax" in node_types.values() else None)
     variants = op_variants(loaded.model, optimized)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, "")))
              for op in loaded.workload.operators]
