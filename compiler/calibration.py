@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.calibration_grid import gemm_descriptors, gemm_key, grid, has_weights
+from cimsplit.compiler.calibration_grid import LARGE, gemm_descriptors, gemm_key, grid, has_weights
 from cimsplit.compiler.calibration_models import (
     FLUSH_PREFIX,
     FORK_PREFIX,
@@ -205,9 +205,11 @@ def _work(point: GridPoint) -> float:
     return float(point.elements())
 
 
-POINTS_VERSION = 2
+POINTS_VERSION = 3
 """Bumped when what a point's sample measures changes, so that ``--extend`` measures the changed kinds again
-(2: an operator without a weight is measured without the layout glue of its region, :func:`_profiled_sample`)."""
+(2: an operator without a weight is measured without the layout glue of its region, :func:`_profiled_sample`), or
+when the grid gains points of kinds without a weight, which ``--extend`` cannot tell apart by their samples (3: the
+element points at :data:`~cimsplit.compiler.calibration_grid.LARGE`)."""
 
 FIT_S_PER_SAMPLE = 0.005
 """Seconds of the budget kept back for the fits, per sample measured: the fits of a full int8 campaign
@@ -240,7 +242,10 @@ def calibrate(
         _check_extendable(extend, threads)
         int8 = int8 or extend.int8
     todo = list(points) if points is not None else grid(int8=int8, seed=seed, held_out=held_out)
-    todo, kept, dropped = _lacking(todo, extend.samples, _stale(extend, todo)) if extend is not None else (todo, [], 0)
+    if extend is not None:
+        todo, kept, dropped = _lacking(todo, extend.samples, _stale(extend, todo), _added(extend, todo))
+    else:
+        kept, dropped = [], 0
     flush_bytes = last_level_cache_bytes() if flush_bytes is None else max(0, flush_bytes)
     start = time.perf_counter()
     load_before = os.getloadavg()
@@ -292,19 +297,28 @@ def calibrate(
 def _stale(earlier: HostModel, points: Sequence[GridPoint]) -> set[str]:
     """The kinds whose samples in ``earlier`` measure what this cimsplit's points no longer do (:data:`POINTS_VERSION`):
     before 2, the int8 kinds without a weight, which held their layout glue."""
-    if int(earlier.campaign.get("points", 1)) >= POINTS_VERSION:
+    if int(earlier.campaign.get("points", 1)) >= 2:
         return set()
     return {p.kind for p in points if p.kind.startswith(INT8_PREFIX) and not has_weights(p)}
 
 
-def _lacking(points: Sequence[GridPoint], earlier: Sequence[Sample],
-             stale: Collection[str] = ()) -> tuple[list[GridPoint], list[Sample], int]:
+def _added(earlier: HostModel, points: Sequence[GridPoint]) -> set[GridPoint]:
+    """The points without a GEMM shape the grid gained since ``earlier`` (:data:`POINTS_VERSION`): before 3, those at
+    :data:`~cimsplit.compiler.calibration_grid.LARGE`."""
+    if int(earlier.campaign.get("points", 1)) >= 3:
+        return set()
+    return {p for p in points if gemm_descriptors(p) is None and dict(p.params).get("h") == LARGE}
+
+
+def _lacking(points: Sequence[GridPoint], earlier: Sequence[Sample], stale: Collection[str] = (),
+             added: Collection[GridPoint] = ()) -> tuple[list[GridPoint], list[Sample], int]:
     """The ``points`` an earlier calibration's samples do not measure, the samples kept, and how many are dropped.
 
     A GEMM point is matched by its kind and descriptors (:func:`gemm_descriptors`, one sample to one point), so a
     grid grown since, or a campaign its budget cut short, is completed; a GEMM sample of no point (one the grid no
     longer has) is dropped.  Other kinds' points are seeded samples of shapes: measured only when the earlier
-    calibration has none of their kind.  Samples of the ``stale`` kinds are dropped (and their points measured).
+    calibration has none of their kind, or when ``added`` since.  Samples of the ``stale`` kinds are dropped (and
+    their points measured).
     """
     wanted = Counter((p.kind, gemm_descriptors(p)) for p in points if gemm_descriptors(p) is not None)
     kept = []
@@ -321,7 +335,7 @@ def _lacking(points: Sequence[GridPoint], earlier: Sequence[Sample],
     lacking = []
     for point in points:
         descriptors = gemm_descriptors(point)
-        if descriptors is None and point.kind not in known:
+        if descriptors is None and (point.kind not in known or point in added):
             lacking.append(point)
         elif descriptors is not None and wanted[(point.kind, descriptors)] > 0:
             wanted[(point.kind, descriptors)] -= 1

@@ -53,6 +53,9 @@ interpolate and extrapolate in channels, which the second scheme asks of it:
   indicators and their own slopes in each log (depthwise convs, whose time
   is far from linear in their work).
 * ``log-linear`` (non-GEMM kinds): ``log t`` linear in ``log N_in, log N_out``.
+* ``relative-elements`` (non-GEMM kinds): ``t = b0 + b1 N_in + b2 N_out`` on relative residuals, and
+  ``relative-elements-hinge`` with a further cost per element past :data:`~.host_regression.HINGE_ELEMENTS` read and written (the copy
+  kinds' tensors that outgrow the caches).
 
 A GEMM kind's chosen fit then gets a kernel ridge correction of its log
 residual (:mod:`cimsplit.compiler.host_correction`) when that lowers the same

@@ -11,10 +11,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["METHODS", "blocked_macs", "conv_regimes", "design_matrix", "solve", "evaluate", "mape", "shape_folds", "channel_folds",
+__all__ = ["METHODS", "HINGE_ELEMENTS", "blocked_macs", "conv_regimes", "design_matrix", "solve", "evaluate", "mape", "shape_folds", "channel_folds",
            "cross_validated_mape", "transfer_mape"]
 
 _FOLDS = 5
+HINGE_ELEMENTS = 512e3
+"""Elements read and written past which ``relative-elements-hinge`` adds a second cost per element.  The copy kinds
+slow down past it on the calibrated boards (a float Concat at 0.20-0.24 ns per output element up to 557 k, 0.34-0.39
+from 813 k; a Transpose 0.18-0.23 up to 406 k, 0.29-0.54 beyond): fitted with one slope, YOLOv5n's 2.1 M-element
+output Concat was predicted 0.43 ms for 0.69."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,8 @@ METHODS: dict[str, _Method] = {
     "log-linear": _Method(False, True, False, lambda f: [
         1.0, math.log(max(f["n_in"], 1.0)), math.log(max(f["n_out"], 1.0))]),
     "relative-elements": _Method(False, False, True, lambda f: [1.0, f["n_in"], f["n_out"]]),
+    "relative-elements-hinge": _Method(False, False, True, lambda f: [
+        1.0, f["n_in"], f["n_out"], max(0.0, f["n_in"] + f["n_out"] - HINGE_ELEMENTS)]),
 }
 
 

@@ -23,6 +23,7 @@ from cimsplit.compiler.calibration_grid import (
     DOWNSAMPLING_POINTS,
     ELEMENT_OPS,
     FUSED_DEPTHWISE,
+    LARGE,
     MAX_MACS,
     POOLED,
     POWER_OF_TWO,
@@ -35,7 +36,7 @@ from cimsplit.compiler.calibration_grid import (
     grid,
     has_weights,
 )
-from cimsplit.compiler.calibration_models import FLUSH_PREFIX, IMAGE_CHANNELS, MEASURED_NODE, build_point, flush_buffer
+from cimsplit.compiler.calibration_models import BLOCKED_KINDS, FLUSH_PREFIX, IMAGE_CHANNELS, MEASURED_NODE, build_point, flush_buffer
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS
@@ -59,11 +60,12 @@ def test_grid_is_deterministic() -> None:
     assert grid(seed=1) != grid()
     # int8 doubles the grid but for the float-only fused kind (the quantizer folds a Clip into the int8 range) and
     # chain kinds (host_chains), and on x86 adds each int8 kind's three kernel variants (an int8 input, output or
-    # both kept int8).  On x86 it also adds 12 points of each of the four layout-glue kinds (host_glue).
-    glue = 48 if onnxruntime_converts_int8_pairs() else 0
+    # both kept int8).  On x86 it also adds 12 + 2 points (2 at LARGE) of each of the four layout-glue kinds
+    # (host_glue).  Chain kinds have 12 points each and Gelu 2 more at LARGE (SkipLayerNormalization works on rows).
+    glue = 4 * 14 if onnxruntime_converts_int8_pairs() else 0
     fused = sum(p.kind == FUSED_DEPTHWISE for p in grid())
     chains = sum(p.kind in CHAIN_KINDS for p in grid())
-    assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0 and chains == 12 * len(CHAIN_KINDS)
+    assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0 and chains == 12 * len(CHAIN_KINDS) + 2
     float_only = fused + chains
     assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - float_only) + float_only + glue
 
@@ -88,7 +90,8 @@ def test_zoo_shapes_are_held_out() -> None:
 def test_power_of_two_convs_are_a_fixed_sample_of_their_own() -> None:
     """Each seed draws its own sample of the power-of-two convs, the same every time, within the grid's MACs."""
     def sample(seed: int) -> set[GridPoint]:
-        return {p for p in grid(seed=seed) if p.kind == "Conv" and {p.get("c_in"), p.get("c_out")} <= set(POWER_OF_TWO)}
+        return {p for p in grid(seed=seed) if p.kind == "Conv" and {p.get("c_in"), p.get("c_out")} <= set(POWER_OF_TWO)
+                and p.get("h") in SPATIAL}
 
     first = sample(0)
     assert len(first) == POWER_OF_TWO_POINTS and first == sample(0) != sample(1)
@@ -96,10 +99,35 @@ def test_power_of_two_convs_are_a_fixed_sample_of_their_own() -> None:
     assert max(m * n * n_mvm for m, n, n_mvm in map(gemm_descriptors, first)) <= MAX_MACS
 
 
+def test_large_maps_have_points_of_every_kind_but_attentions() -> None:
+    """At LARGE (260 x 260) each element kind has two points, 16 and 40 channels (1.08 M and 2.70 M elements; 88 would
+    be over MAX_ELEMENTS), rounded to 16 and 32 for the NCHWc kinds, and none the row kinds; each depthwise kind 21
+    (16 and 40 channels with k 3/5/7, 88 with k 3/5 and 176 with k 3 at stride 1, all four with k 3/5/7 at stride 2:
+    the others over MAX_MACS); convs keep their maps within 12 M elements and MAX_MACS, the 3 -> 16 stems of
+    k 5 and 7 at stride 2 among them."""
+    large = [p for p in grid(int8=True) if dict(p.params).get("h") == LARGE]
+    element = [p for p in large if gemm_descriptors(p) is None]
+    kinds = {p.kind for p in grid(int8=True) if gemm_descriptors(p) is None and plain_kind(p.kind).removeprefix("int8:") not in ROW_KINDS}
+    assert {p.kind for p in element} == kinds and len(element) == 2 * len(kinds)
+    blocked = [plain_kind(p.kind).removeprefix("int8:") in BLOCKED_KINDS for p in element]
+    assert {p.get("c") for p, b in zip(element, blocked) if b} == {16, 32}
+    assert {p.get("c") for p, b in zip(element, blocked) if not b} == {16, 40}
+    for kind in ("Conv-depthwise", FUSED_DEPTHWISE, "int8:Conv-depthwise-s8"):
+        assert len([p for p in large if p.kind == kind]) == 21
+    convs = [p for p in large if p.kind == "Conv"]
+    assert len([p for p in large if p.kind == "int8:Conv-s8in"]) == len(convs) > 0
+    assert all(max(p.get("c_in"), p.get("c_out") / p.get("s") ** 2) * LARGE ** 2 <= 12e6 for p in convs)
+    assert all(m * n * n_mvm <= MAX_MACS for m, n, n_mvm in map(gemm_descriptors, convs))
+    assert {(p.get("c_in"), p.get("c_out"), p.get("k"), p.get("s")) for p in convs} >= {(3, 16, 5, 2), (3, 16, 7, 2)}
+
+
 def test_held_out_shapes_are_dropped() -> None:
-    point = next(p for p in grid() if p.kind == "Conv")
-    kept = grid(held_out=[gemm_descriptors(point)])
-    assert point not in kept and len(kept) == len(grid()) - 1
+    """Every point of a held-out shape is dropped (a 1x1 conv at 36 with stride 2 has the shape of one at 18)."""
+    shape = (64, 2048, 18 * 18)
+    same = [p for p in grid() if gemm_descriptors(p) == shape]
+    assert {(p.get("h"), p.get("s")) for p in same} == {(36, 2), (18, 1)}
+    kept = grid(held_out=[shape])
+    assert not set(same) & set(kept) and len(kept) == len(grid()) - 2
 
 
 @pytest.mark.parametrize("index", range(0, 40, 3))
@@ -442,3 +470,19 @@ def test_an_extension_measures_again_the_kinds_whose_points_changed() -> None:
     assert calibration._lacking([relu, int8_relu, conv], samples, stale) == ([int8_relu], [samples[0], samples[2]], 1)
     current = dataclasses.replace(old, campaign={"points": calibration.POINTS_VERSION})
     assert calibration._stale(current, [relu, int8_relu, conv]) == set()
+
+
+def test_an_extension_measures_the_element_points_added_at_large_maps() -> None:
+    """A calibration from before points version 3 has no element points at LARGE; its samples of those kinds (whose
+    points are told apart by nothing) are kept and only the LARGE points are listed; a GEMM point at LARGE is listed
+    by its shape whatever the version; a current calibration lists none."""
+    relu, large_relu = GridPoint("Relu", (("c", 8), ("h", 8))), GridPoint("Relu", (("c", 16), ("h", LARGE)))
+    conv = GridPoint("Conv", (("c_in", 16), ("c_out", 16), ("h", LARGE), ("k", 1), ("s", 1)))
+    samples = [Sample("Relu", {"n_in": 512.0, "n_out": 512.0}, 100.0)]
+    old = HostModel(ort_version=ort.__version__, cpu="cpu", machine={}, threads=1, level="all", int8=False, fits={},
+                    samples=tuple(samples), campaign={"points": 2})
+    points = [relu, large_relu, conv]
+    assert calibration._added(old, points) == {large_relu}
+    assert calibration._lacking(points, samples, (), calibration._added(old, points)) == ([large_relu, conv], samples, 0)
+    current = dataclasses.replace(old, campaign={"points": calibration.POINTS_VERSION})
+    assert calibration._lacking(points, samples, (), calibration._added(current, points)) == ([conv], samples, 0)

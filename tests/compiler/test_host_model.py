@@ -25,7 +25,7 @@ from cimsplit.compiler.host_model import (
     shape_folds,
     solve,
 )
-from cimsplit.compiler.host_regression import evaluate
+from cimsplit.compiler.host_regression import HINGE_ELEMENTS, evaluate
 from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
@@ -117,6 +117,18 @@ def test_cross_validation_picks_the_method_that_generated_the_timings() -> None:
     assert fit.cv_mape["log-quadratic"] < 1e-9 < fit.cv_mape["pipeit"]
     assert fit.predict_ns({"m": 64, "n": 576, "n_mvm": 3136, "k": 3, "n_in": 200704, "n_out": 200704}) == pytest.approx(
         3.0 * 64 ** 0.9 * 576 ** 1.1 * 3136 ** 0.95, rel=1e-9)
+
+
+def test_a_kind_that_slows_down_past_the_hinge_gets_a_second_slope() -> None:
+    """t = 2000 ns + 0.1 ns per element read and written, and 0.15 more per element past HINGE_ELEMENTS (a copy kind
+    whose tensors outgrow the caches): the hinge fit is chosen and predicts a size it did not see; one slope is not."""
+    sizes = (4000, 20000, 60000, 150000, 300000, 700000, 1200000, 2000000, 3000000, 4500000)
+    features = [{"n_in": float(n), "n_out": float(n)} for n in sizes]
+    t = [2000 + 0.1 * 2 * n + 0.15 * max(0.0, 2 * n - HINGE_ELEMENTS) for n in sizes]
+    fit = fit_kind("Concat", [Sample("Concat", f, v) for f, v in zip(features, t)])
+    assert fit is not None and fit.method == "relative-elements-hinge"
+    assert fit.cv_mape["relative-elements-hinge"] < 1e-9 < fit.cv_mape["relative-elements"]
+    assert fit.predict_ns({"n_in": 1e6, "n_out": 1e6}) == pytest.approx(2000 + 0.2e6 + 0.15 * (2e6 - 512e3), rel=1e-9)
 
 
 def test_too_few_samples_fall_back_to_the_smallest_fit() -> None:
