@@ -143,19 +143,32 @@ class Sample:
                    None if profiled is None else (float(profiled[0]), float(profiled[1])))
 
 
+WEIGHT_REUSE = 16.0
+"""Output pixels (uses of each weight) over which a conv's compute hides the fetch of its weights from beyond L2
+(:func:`in_network_ns`): about where one core's MACs per weight take as long as streaming that weight from memory
+(0.03-0.05 ns a MAC, 0.4-0.8 ns a 4-byte weight at 5-10 GB/s)."""
+
+
 def in_network_ns(features: Mapping[str, float], hot_ns: float, flushed_ns: float) -> float:
     """A GEMM operator's time in a network, from its point's time as it is (``hot_ns``) and flushed
     (:func:`cimsplit.compiler.calibration_models.flushed`).
 
-    In a network a layer finds its weights evicted by the other layers but its output buffer (an arena
+    In a network a layer finds its weights evicted from L2 by the other layers but its output buffer (an arena
     block the layers before it just freed) in cache; the flush makes both cold.  What the flush adds is
-    split between the two by their element counts (``m * n`` weights, ``n_out`` outputs) and only the
-    weights' share is kept: pointwise convs on a pooled tensor keep nearly all of it (a 1152 -> 48 1x1 conv
-    at 1 x 1: 5.5 us, 15 us flushed, 13-16 us in EfficientNet-B0), depthwise convs nearly none (their
-    weights are k x k per channel, and flushed they ran 20-50 % over their times in MobileNetV2).
+    split between the two by their element counts (``m * n`` weights, ``n_out`` outputs), and of the weights'
+    share only what the conv's compute does not hide: ``1 / (1 + n_mvm / WEIGHT_REUSE)``, each weight being used
+    once per output pixel.  Pointwise convs on a pooled tensor keep nearly all of it (a 1152 -> 48 1x1 conv at
+    1 x 1: 5.5 us, 15 us flushed, 13-16 us in EfficientNet-B0), depthwise convs nearly none (their weights are
+    k x k per channel, and flushed they ran 20-50 % over their times in MobileNetV2), and so do convs whose
+    weights serve many pixels (MobileNetV2 int8's 160 -> 960 1x1 conv at 7 x 7: 252 us, 307 flushed, 256 in the
+    network).  Against the same profiles of the nine zoo models, float and int8 (Zen 3): with the weights' whole
+    share, sums 3-9 % high where weights are heavy (ResNets, MobileNetV2) and 14 of 18 within 5 %; with none of
+    it, the squeeze-and-excitation convs 30 % low (EfficientNet-B0 -9.6 %, MobileNetV3-Small -7.3 %); with this,
+    17 of 18, and MobileNetV2 int8's conv error 8.4 -> 5.5 %.
     """
     weights, outputs = features["m"] * features["n"], features["n_out"]
-    return hot_ns + max(0.0, flushed_ns - hot_ns) * weights / max(weights + outputs, 1.0)
+    hidden = 1.0 + features["n_mvm"] / WEIGHT_REUSE
+    return hot_ns + max(0.0, flushed_ns - hot_ns) * weights / max(weights + outputs, 1.0) / hidden
 
 
 @dataclass(frozen=True)
