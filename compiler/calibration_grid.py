@@ -32,9 +32,9 @@ __all__ = ["GridPoint", "grid", "gemm_descriptors", "gemm_key", "has_weights", "
 SPATIAL = (10, 18, 36, 68, 132)
 LARGE = 260
 """A map larger than :data:`SPATIAL`'s, as a detector's at 640 x 640 (320 and 160 in its first layers): every kind but
-attention's gets its points there, all that fit in :data:`MAX_MACS` (:data:`MAX_ELEMENTS`), in no sample.  Fitted on
-sizes up to 132 only, twelve convs at 260 ran 0-26 % over their prediction (mean 8 %; the same twelve at 100 within
-5 %), YOLOv5n's stem at 640 17 % and its 80 x 80 head convs 16 %."""
+attention's gets its points there, all that fit in :data:`MAX_MACS` and :data:`MAX_ELEMENTS` (a conv's maps in
+:data:`MAX_DEPTHWISE_ELEMENTS`), in no sample.  Fitted on sizes up to 132 only, twelve convs at 260 ran -8 to +27 %
+over their prediction (mean +8 %; the same twelve at 100: -12 to +4 %, mean -1 %), YOLOv5n's stem at 640 17 %."""
 POOLED = 1
 """The spatial size of 1x1 Conv points on a pooled tensor (squeeze-and-excitation, heads after a global pool)."""
 CONV_IN = (3, 16, 40, 88, 176, 344, 680, 1360)
