@@ -112,10 +112,10 @@ def test_large_maps_have_points_of_every_kind_but_attentions() -> None:
     blocked = [plain_kind(p.kind).removeprefix("int8:") in BLOCKED_KINDS for p in element]
     assert {p.get("c") for p, b in zip(element, blocked) if b} == {16, 32}
     assert {p.get("c") for p, b in zip(element, blocked) if not b} == {16, 40}
-    for kind in ("Conv-depthwise", FUSED_DEPTHWISE, "int8:Conv-depthwise-s8"):
+    for kind in ("Conv-depthwise", FUSED_DEPTHWISE, "int8:Conv-depthwise"):
         assert len([p for p in large if p.kind == kind]) == 21
     convs = [p for p in large if p.kind == "Conv"]
-    assert len([p for p in large if p.kind == "int8:Conv-s8in"]) == len(convs) > 0
+    assert len([p for p in large if p.kind == "int8:Conv"]) == len(convs) > 0
     assert all(max(p.get("c_in"), p.get("c_out") / p.get("s") ** 2) * LARGE ** 2 <= 12e6 for p in convs)
     assert all(m * n * n_mvm <= MAX_MACS for m, n, n_mvm in map(gemm_descriptors, convs))
     assert {(p.get("c_in"), p.get("c_out"), p.get("k"), p.get("s")) for p in convs} >= {(3, 16, 5, 2), (3, 16, 7, 2)}
