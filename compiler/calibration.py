@@ -13,7 +13,8 @@ DQs that only keep a pair int8 (:func:`point_time`) and the layout glue onnxrunt
 (:func:`host_glue.glue_kernels`: an int8 element point's Transpose out of the NHWC chain and its graph output's
 DequantizeLinear, which a network runs only where its own graph has them, and the predictor adds then).
 A point with a weight is profiled a second time after reading the machine's last-level cache's worth of memory (:func:`calibration_models.flushed`,
-:func:`last_level_cache_bytes`), and its weights' share of what that adds is kept (:func:`host_model.in_network_ns`;
+:func:`last_level_cache_bytes`), and its weights' share of what that adds, less what its compute hides, is kept
+(:func:`host_model.in_network_ns`;
 the sample records both times, so a refit can mix them again):
 a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
 reading them (EfficientNet-B0's squeeze-and-excitation convs ran 2-3.5x their points' time without it).

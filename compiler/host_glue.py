@@ -40,6 +40,7 @@ from typing import NamedTuple
 import onnx
 
 from cimsplit.compiler.kernel_attribution import Region, attribute_kernels
+from cimsplit.compiler.loader import declared_dims
 from cimsplit.compiler.qdq_kernels import readers_of
 from cimsplit.compiler.workload import Operator, Workload
 
@@ -127,12 +128,8 @@ def _moves(node: onnx.NodeProto, constants: set[str]) -> bool:
 
 def _static_sizes(graph: onnx.GraphProto) -> dict[str, int]:
     """Tensor -> elements, for the tensors of ``graph`` whose shape is static."""
-    sizes = {}
-    for vi in [*graph.value_info, *graph.input, *graph.output]:
-        dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
-        if dims and all(d.HasField("dim_value") for d in dims):
-            sizes[vi.name] = math.prod(d.dim_value for d in dims)
-    return sizes
+    return {vi.name: math.prod(dims) for vi in [*graph.value_info, *graph.input, *graph.output]
+            if (dims := declared_dims(vi)) and None not in dims}
 
 
 def _elements(node: onnx.NodeProto, nodes: Mapping[str, onnx.NodeProto], producers: Mapping[str, onnx.NodeProto],

@@ -34,6 +34,7 @@ __all__ = [
     "parse_input_shapes",
     "resolve_input_shapes",
     "apply_input_shapes",
+    "declared_dims",
 ]
 
 log = logging.getLogger(__name__)
@@ -242,7 +243,7 @@ def real_inputs(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     return [vi for vi in graph.input if vi.name not in initializers]
 
 
-def _declared_dims(vi: onnx.ValueInfoProto) -> list[int | None] | None:
+def declared_dims(vi: onnx.ValueInfoProto) -> list[int | None] | None:
     """Declared dims (None for symbolic/unknown); None when the rank itself is unknown."""
     tensor_type = vi.type.tensor_type
     if not vi.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
@@ -267,7 +268,7 @@ def resolve_input_shapes(
     for vi in inputs:
         if not vi.type.HasField("tensor_type"):
             raise CimsplitError(f"graph input {vi.name!r} is not a tensor; cimsplit handles tensor inputs only")
-        declared = _declared_dims(vi)
+        declared = declared_dims(vi)
         if vi.name in given:
             dims = tuple(int(d) for d in given[vi.name])
             if declared is not None and len(declared) != len(dims):
@@ -310,10 +311,10 @@ def apply_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, tuple[int, .
         shape.ClearField("dim")
         for d in shapes[vi.name]:
             shape.dim.add().dim_value = int(d)
-    static = [vi for vi in model.graph.value_info if (d := _declared_dims(vi)) is not None and None not in d]
+    static = [vi for vi in model.graph.value_info if (d := declared_dims(vi)) is not None and None not in d]
     del model.graph.value_info[:]
     model.graph.value_info.extend(static)
     for vi in model.graph.output:
-        declared = _declared_dims(vi)
+        declared = declared_dims(vi)
         if declared is not None and any(d is None for d in declared):
             vi.type.tensor_type.ClearField("shape")
