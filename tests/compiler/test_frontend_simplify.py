@@ -181,3 +181,37 @@ def test_equal_quantizers_merge_as_onnxruntime_merges_them(tmp_path: Path) -> No
     x = seeded((1, 16))
     for got, expected in zip(run(loaded.model, {"x": x}), run(model, {"x": x})):
         np.testing.assert_array_equal(got, expected)
+
+
+
+def test_a_same_shape_reshape_stays_in_a_qdq_model(tmp_path: Path) -> None:
+    """x -> Q/DQ -> xd;  xd -> Reshape (to x's own shape) -> Q/DQ -> AveragePool -> Q/DQ -> y  and
+    xd -> Concat(xd, xd) -> Q/DQ -> y2 (scale 0.02, zero point 14).  onnxruntime keeps the Reshape and runs the
+    pool as QLinearAveragePool; with the Reshape removed (onnxslim's no-op elimination) the pair before the pool
+    went too and the pool ran in float, y one step (0.02) off (fuzz seed 5154): the simplified model must run
+    the model's kernels, to the bit."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def qdq(source: str, target: str) -> list[onnx.NodeProto]:
+        return [helper.make_node("QuantizeLinear", [source, "s", "z"], [f"{target}_q"], name=f"q_{target}"),
+                helper.make_node("DequantizeLinear", [f"{target}_q", "s", "z"], [target], name=f"dq_{target}")]
+
+    shape = [1, 1, 7, 7]
+    nodes = [*qdq("x", "xd"), helper.make_node("Reshape", ["xd", "shape"], ["r"], name="reshape"), *qdq("r", "rd"),
+             helper.make_node("AveragePool", ["rd"], ["p"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]),
+             *qdq("p", "y"), helper.make_node("Concat", ["xd", "xd"], ["c"], name="concat", axis=1), *qdq("c", "y2")]
+    inits = [numpy_helper.from_array(np.array(shape, np.int64), "shape"), numpy_helper.from_array(np.array(0.02, np.float32), "s"),
+             numpy_helper.from_array(np.array(14, np.int8), "z")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4]),
+                               helper.make_tensor_value_info("y2", TensorProto.FLOAT, [1, 2, 7, 7])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = save(model, tmp_path, "qdq.onnx")
+    simplified = load(path).model
+    assert sum(n.op_type == "Reshape" for n in simplified.graph.node) == 1
+    assert kernels(simplified) == kernels(path)
+    assert kernels(path)["QLinearAveragePool"] == 1
+    feeds = {"x": seeded((1, 1, 7, 7))}
+    for got, want in zip(run(simplified, feeds), run(model, feeds)):
+        np.testing.assert_array_equal(got, want)
