@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from _profiles import table_profile
 from graphs import kernels
 from hypothesis import HealthCheck, example, given, settings
@@ -37,12 +38,15 @@ from cimsplit.runtime.devices import session_options
 CONFIGS = [(act, per_channel) for act in ("uint8", "int8") for per_channel in (False, True)]
 
 
-def residual_net() -> onnx.ModelProto:
+def residual_net(clutter: bool = False) -> onnx.ModelProto:
     """
       x[1,3,8,8] -> c1: Conv 3->8 3x3 -> r1: Relu -> t1
       t1 -> c2: Conv 8->8 3x3 -> t2 ;  t1 -> c3: Conv 8->8 1x1 -> t3    (t1 read three times)
       cat: Concat(t2, t3) -> c4: Conv 16->8 1x1 -> t5 ;  add: Add(t5, t1) -> r2: Relu     (residual)
       -> gap: GlobalAveragePool -> flat: Flatten -> fc: Gemm 8->10 -> y[1,10]
+
+    ``clutter``: what exporters leave, an Identity after r1, and a Dropout and a Reshape to the same shape
+    after r2.
     """
     rng = np.random.default_rng(0)
     shapes = {"w1": (8, 3, 3, 3), "w2": (8, 8, 3, 3), "w3": (8, 8, 1, 1), "w4": (8, 16, 1, 1), "fw": (10, 8)}
@@ -62,6 +66,12 @@ def residual_net() -> onnx.ModelProto:
         helper.make_node("Flatten", ["g"], ["f"], name="flat"),
         helper.make_node("Gemm", ["f", "fw", "bfw"], ["y"], name="fc", transB=1),
     ]
+    if clutter:
+        nodes[1].output[0], nodes[7].output[0] = "t1_relu", "t7_relu"
+        nodes[2:2] = [helper.make_node("Identity", ["t1_relu"], ["t1"], name="identity")]
+        nodes[9:9] = [helper.make_node("Dropout", ["t7_relu"], ["t7_dropout"], name="dropout"),
+                      helper.make_node("Reshape", ["t7_dropout", "same"], ["t7"], name="reshape")]
+        inits.append(numpy_helper.from_array(np.array([1, 8, 8, 8], np.int64), "same"))
     graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -144,3 +154,32 @@ def test_a_cut_after_conv_relu_keeps_the_whole_models_quantized_conv() -> None:
     assert "c1" in [n.name for n in cim_0.graph.node]
     assert [n.name for n in cim_0.graph.node if n.input[0] == "t1_QuantizeLinear_Output"] == ["t1_DequantizeLinear"]
     assert [o.name for o in cim_0.graph.output] == ["t1_QuantizeLinear_Output"]
+
+
+@pytest.mark.parametrize("config", [0, 3])
+def test_exporter_clutter_stays_and_splits_bit_identical(config: int, tmp_path: Path) -> None:
+    """The net with an Identity, a Dropout and a same-shape Reshape, quantized (the quantizer drops the first two):
+    the front end keeps the Reshape, as onnxruntime does (it fuses the QDQ pairs around it), so the simplified
+    model runs the model's kernels, and all on the host, all on the CIM and alternate operators split to the
+    model's output bit for bit."""
+    from cimsplit.models.quantize import quantize_qdq
+
+    activations, per_channel = CONFIGS[config]
+    path = tmp_path / "clutter.onnx"
+    onnx.save(quantize_qdq(residual_net(clutter=True), activations=activations, per_channel=per_channel), path)
+    loaded = load(path)
+    assert [n.name for n in loaded.model.graph.node if n.op_type == "Reshape"] == ["reshape"]
+    assert kernels(loaded.model) == kernels(path)
+    hardware = load_hardware("x86", crossbars=1000)
+    problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, table_profile(loaded)))
+    x = np.random.default_rng(config).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    reference = ort.InferenceSession(str(path), sess_options=session_options(), providers=["CPUExecutionProvider"])
+    (expected,) = reference.run(["y"], {"x": x})
+    capable = [op.cim_capable for op in loaded.workload.operators]
+    for pattern in (lambda i: True, lambda i: False, lambda i: i % 2 == 0):
+        on_host = [not c or pattern(i) for i, c in enumerate(capable)]
+        built = build_artifacts(loaded.model, loaded.workload, fixed_assignment(problem, on_host), hardware,
+                                model_path=str(path), fingerprint=loaded.fingerprint)
+        with Session(write_artifacts(tmp_path / f"out_{sum(on_host)}", built)) as session:
+            got = session.run({"x": x})["y"]
+        assert got.tobytes() == expected.tobytes(), (on_host, np.abs(got - expected).max())
