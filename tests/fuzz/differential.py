@@ -187,8 +187,10 @@ def is_int8_seed(seed: int) -> bool:
     return seed % 5 == 4
 
 
-def check_seed(seed: int, work: Path, *, max_steps: int = 10, **options) -> list[Failure]:  # noqa: ANN003
-    """Generate seed's model (its QDQ variant for every 5th seed) in ``work`` and :func:`check_model` it."""
+def check_seed(seed: int, work: Path, *, max_steps: int = 10, clutter: bool = False, **options) -> list[Failure]:  # noqa: ANN003
+    """Generate seed's model (its QDQ variant for every 5th seed) in ``work`` and :func:`check_model` it;
+    ``clutter``: with exporter clutter added to the model (quantized or not) (:func:`clutter.add_clutter`)."""
+    from clutter import add_clutter
     from random_models import quantize, seeded_model
 
     work.mkdir(parents=True, exist_ok=True)
@@ -200,6 +202,8 @@ def check_seed(seed: int, work: Path, *, max_steps: int = 10, **options) -> list
         else:
             path = work / "model.onnx"
             onnx.save(model, str(path))
+        if clutter:
+            onnx.save(add_clutter(onnx.load(str(path)), seed), str(path))
     except Exception as exc:  # noqa: BLE001
         return [Failure("generator", None, f"{type(exc).__name__}: {exc} | {_where(exc)}")]
     options.setdefault("mvm_latency", ("10ns", "1ns", "100ns")[seed % 3])

@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import onnx.printer
 import pytest
+from clutter import NO_OPS, add_clutter
 from differential import check_model, check_seed, is_int8_seed
 from hypothesis import HealthCheck, find, given, note, settings
 from random_models import models, seeded_model
@@ -26,6 +27,36 @@ an int8 QDQ model (seed 4) with CIM partitions, in about a second each."""
 def test_seed_compiles_and_runs_like_onnxruntime(seed: int, tmp_path: Path) -> None:
     failures = check_seed(seed, tmp_path, budgets=(0, 2, 1000))
     assert [f.line() for f in failures] == []
+
+
+@pytest.mark.parametrize("seed", (4, 13))
+def test_seed_with_exporter_clutter_compiles_and_runs_like_onnxruntime(seed: int, tmp_path: Path) -> None:
+    failures = check_seed(seed, tmp_path, budgets=(0, 2, 1000), clutter=True)
+    assert [f.line() for f in failures] == []
+
+
+@pytest.mark.parametrize("seed", (4, 13))
+def test_clutter_adds_three_no_ops_and_constant_weights_deterministically(seed: int) -> None:
+    """Seed 13 (float) and seed 4's float model: three no-op nodes after three activations, every float
+    weight still there (as an initializer or a Constant node), the same bytes twice, the same outputs."""
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    model = seeded_model(seed, max_steps=16)
+    cluttered = add_clutter(model, seed)
+    assert cluttered.SerializeToString() == add_clutter(model, seed).SerializeToString()
+    added = [n for n in cluttered.graph.node if n.name.startswith("clutter")]
+    assert len(added) == 3 and {n.op_type for n in added} <= set(NO_OPS)
+    weights = {t.name: numpy_helper.to_array(t).tobytes() for t in model.graph.initializer if t.dims}
+    kept = {t.name: numpy_helper.to_array(t).tobytes() for t in cluttered.graph.initializer if t.name in weights}
+    kept |= {n.output[0]: numpy_helper.to_array(n.attribute[0].t).tobytes() for n in cluttered.graph.node if n.op_type == "Constant"}
+    assert kept == weights
+    feeds = {vi.name: np.random.default_rng(seed).standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim])
+             .astype(np.float32) for vi in model.graph.input}
+    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+           for m in (model, cluttered)]
+    for got, want in zip(*run):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
 def test_default_seeds_cover_the_operator_set() -> None:
