@@ -16,7 +16,9 @@ never folds ``QuantizeLinear``/``DequantizeLinear`` (onnx-graphsurgeon's
 After slimming:
 
 * equal QuantizeLinear nodes are merged, as onnxruntime merges them
-  (:func:`merge_equal_quantizers`);
+  (:func:`merge_equal_quantizers`); in a quantized model the no-ops onnxruntime removes
+  are removed and Q/DQ pairs inserted over data-movement ops where it inserts them
+  (:mod:`cimsplit.compiler.ort_rewrites`);
 * every node gets a unique, non-empty name, deterministically: existing names
   are kept, an empty or repeated one becomes ``<op_type>_<index>`` (with a
   suffix if that is taken too);
@@ -39,6 +41,7 @@ import onnx
 import onnx.inliner
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS
+from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers
 from cimsplit.errors import CimsplitError
 from cimsplit.ort_logging import ort_log_severity
 
@@ -73,10 +76,8 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
         # DequantizeLinear, and with it the pairs onnxruntime converts and the kernels
         # it fuses (two Flattens of one DQ merged: the Gemm after one of them ran in
         # float, QGemm in the model): the split would not run the model's kernels.
-        # Nor are its no-ops removed there (a Reshape to the same shape, a zero Pad, a Mul by one, an Identity):
-        # onnxruntime keeps a same-shape Reshape between a DequantizeLinear and a QuantizeLinear and fuses the
-        # QDQ pairs around it, where without it an AveragePool after the pair stayed float (random model 5154
-        # of the fuzz campaign: its output one quantization step off).  The workload sees through an Identity.
+        # Nor are its no-ops removed there: onnxruntime keeps a Reshape to the same shape (onnxslim does not),
+        # and removes what ort_rewrites.drop_no_ops removes after slimming.
         skipped = ["weight_tying"] + (["subexpression_elimination", "dead_node_elimination"] if _is_quantized(model) else [])
         slimmed = onnxslim.slim(copy, skip_optimizations=skipped, skip_fusion_patterns=["FusionGemm"])
     except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
@@ -313,6 +314,9 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
     merged = merge_equal_quantizers(slimmed.graph)
     if merged:
         log.info("merged %d QuantizeLinear nodes equal to another, as onnxruntime does", merged)
+    if _is_quantized(slimmed):  # where onnxruntime's quantized tensors are (:mod:`cimsplit.compiler.ort_rewrites`)
+        dropped, propagated = drop_no_ops(slimmed), propagate_quantizers(slimmed)
+        log.info("removed %d no-ops and inserted %d Q/DQ pairs, as onnxruntime does", dropped, propagated)
     del slimmed.graph.input[:]
     slimmed.graph.input.extend(original_inputs)
     name_nodes(slimmed.graph)

@@ -1,0 +1,220 @@
+"""What onnxruntime does to a QDQ graph before it fuses it, done to the model cimsplit costs and splits.
+
+Where a quantized tensor is decides where a cut carries int8 to the bit: onnxruntime fuses DQ -> op -> Q
+into one integer kernel only where nothing stands between them, and it first removes no-ops and carries
+quantizers over data-movement ops.  If the model cimsplit splits kept a no-op or lacked a carried pair,
+an operator would end at a float tensor the whole model never computes, and a cut there would run a float
+kernel where the model runs an integer one (fuzz seeds with exporter clutter: 0.06-3.0 off).
+
+:func:`drop_no_ops` removes what onnxruntime's level-1 rules remove (``EliminateIdentity``,
+``EliminateDropout``, ``CastElimination``, ``NoopElimination``: an Identity, a Dropout without its mask,
+a Cast to the type it has, an Add or Sub of a constant scalar zero, a Mul or Div by a constant scalar
+one), unless its output is a graph output.  A Reshape to the same shape stays: onnxruntime keeps it (and
+fuses the QDQ pairs around it; random model 5154: removed, an AveragePool after it ran in float).
+
+:func:`propagate_quantizers` inserts the pairs of onnxruntime's ``QDQPropagationTransformer``
+(``core/optimizer/qdq_transformer/qdq_propagation.cc``): a QuantizeLinear copied backward and a
+DequantizeLinear forward over MaxPool, Reshape, Transpose, Squeeze, Unsqueeze and Slice (in the opset
+versions it lists), a Q -> DQ pair of the same scalar scale and zero point on each edge crossed.  So a
+float Conv followed by a Reshape and then a Q runs as a QLinearConv writing int8 (a quantization-aware
+export with a view before its fake-quant).  The pairs change no value (``Q(Reshape(x)) = Reshape(Q(x))``
+for a scalar scale, ``Q(DQ(q)) = q``), and onnxruntime, finding them in place, inserts none again.  Its
+rules, on each node's first input and output:
+
+- *Q backward*, for each Q with constant scalar scale (and zero point): from the edge into the Q,
+  while the edge's source node propagates and reads, as input 0, a tensor that is a graph input, an
+  initializer or the one-consumer, non-output tensor of a node other than a DequantizeLinear: a pair
+  on that edge, then the same one step further back (a graph input or initializer ends the walk).
+  The edge into the Q itself must be its producer's only consumer and no graph output.
+- *DQ forward*, for each DQ with constant scalar scale, whose output has one consumer and is no graph
+  output: while that consumer propagates and its output has one reader that is no Q (and is no graph
+  output), a pair on that edge, then the same one step further on; an output no node reads but the
+  graph gets the last pair, which keeps its name.  (Versions after 1.32 give each of several readers
+  a DQ; 1.32 propagates over a single reader only.)
+
+Q backward runs over every node first, then DQ forward over the nodes the graph had before either.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import defs, numpy_helper
+
+__all__ = ["PROPAGATING", "drop_no_ops", "propagate_quantizers"]
+
+PROPAGATING = {"MaxPool": (12,), "Reshape": (5, 13, 14, 19), "Transpose": (1, 13), "Squeeze": (1, 11, 13),
+               "Unsqueeze": (1, 11, 13), "Slice": (1, 10, 11, 13)}
+"""Op type -> the opset versions (``since_version``) onnxruntime 1.32 propagates Q/DQ over."""
+_QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
+_NEUTRAL = {"Add": 0.0, "Sub": 0.0, "Mul": 1.0, "Div": 1.0}
+"""A binary op and the constant it leaves its other input unchanged by (the constant second for Sub and Div)."""
+
+
+class _Graph:
+    """The top-level graph of a model being edited: nodes in order, and names handed out uniquely."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.graph = model.graph
+        self.nodes = list(self.graph.node)
+        """Edited here and written back once (:meth:`write`): a repeated field rebuilt copies its messages."""
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self.constants = {t.name: t for t in self.graph.initializer}
+        self.inputs = {vi.name for vi in self.graph.input}
+        self.outputs = {vi.name for vi in self.graph.output}
+        self.taken = {t for node in self.graph.node for t in [*node.input, *node.output]} | set(self.constants) | self.inputs
+        self.node_names = {node.name for node in self.graph.node}
+        self.inserted = 0
+
+    def fresh(self, base: str, names: set[str]) -> str:
+        name, k = base, 1
+        while name in names:
+            name, k = f"{base}_{k}", k + 1
+        names.add(name)
+        return name
+
+    def producer(self, tensor: str) -> onnx.NodeProto | None:
+        return next((node for node in self.nodes if tensor in node.output), None)
+
+    def readers(self, tensor: str) -> list[tuple[onnx.NodeProto, int]]:
+        return [(node, i) for node in self.nodes for i, name in enumerate(node.input) if name == tensor]
+
+    def write(self) -> None:
+        del self.graph.node[:]
+        self.graph.node.extend(self.nodes)
+
+    def propagates(self, node: onnx.NodeProto) -> bool:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in PROPAGATING:
+            return False
+        try:
+            version = defs.get_schema(node.op_type, self.opset).since_version
+        except Exception:  # noqa: BLE001 - an op onnx does not know at this opset propagates nothing
+            return False
+        return version in PROPAGATING[node.op_type]
+
+    def scalar_params(self, node: onnx.NodeProto) -> bool:
+        """Whether a Q or DQ reads a constant scalar scale and, if any, zero point."""
+        params = [name for name in node.input[1:3] if name]
+        return bool(params) and all(name in self.constants and numpy_helper.to_array(self.constants[name]).size == 1
+                                    for name in params)
+
+    def single_edge(self, tensor: str) -> bool:
+        """One reading edge and no graph output (onnxruntime's condition for following an edge)."""
+        return tensor not in self.outputs and len(self.readers(tensor)) == 1
+
+    def insert_pair(self, tensor: str, reader: tuple[onnx.NodeProto, int] | None, like: onnx.NodeProto) -> None:
+        """Q(tensor) -> DQ (``like``'s scale and zero point) before ``reader`` (node, input index), which then reads
+        the DQ; with no reader, ``tensor`` is a graph output: its producer writes a new name, the DQ ``tensor``."""
+        source, out = tensor, self.fresh(f"{tensor}_post_dq", self.taken)
+        if reader is None:
+            producer = self.producer(tensor)
+            assert producer is not None
+            source, out = self.fresh(f"{tensor}_pre_q", self.taken), tensor
+            producer.output[list(producer.output).index(tensor)] = source
+            at = self.nodes.index(producer) + 1
+        else:
+            reader[0].input[reader[1]] = out
+            at = self.nodes.index(reader[0])
+        params, q_out = list(like.input[1:3]), self.fresh(f"{tensor}_q_to_dq", self.taken)
+        self.nodes[at:at] = [
+            onnx.helper.make_node("QuantizeLinear", [source, *params], [q_out], name=self.fresh(f"{tensor}_q", self.node_names),
+                                  domain=like.domain),
+            onnx.helper.make_node("DequantizeLinear", [q_out, *params], [out], name=self.fresh(f"{tensor}_dq", self.node_names),
+                                  domain=like.domain)]
+        self.inserted += 1
+
+
+def _is(node: onnx.NodeProto | None, op_type: str) -> bool:
+    return node is not None and node.op_type == op_type and node.domain in _QDQ_DOMAINS
+
+
+def _q_backward(g: _Graph, q: onnx.NodeProto) -> None:
+    tensor = q.input[0]
+    node = g.producer(tensor)
+    if node is None or not g.single_edge(tensor):
+        return
+    while g.propagates(node):
+        tensor = node.input[0]
+        source = g.producer(tensor)
+        if source is None:  # a graph input or initializer: a pair on that edge ends the walk
+            if tensor in g.inputs or tensor in g.constants:
+                g.insert_pair(tensor, (node, 0), q)
+            return
+        if not g.single_edge(tensor) or _is(source, "DequantizeLinear"):
+            return
+        g.insert_pair(tensor, (node, 0), q)
+        node = source
+
+
+def _dq_forward(g: _Graph, dq: onnx.NodeProto) -> None:
+    tensor = dq.output[0]
+    if not g.single_edge(tensor):
+        return
+    node = g.readers(tensor)[0][0]
+    while g.propagates(node):
+        out = node.output[0]
+        readers = g.readers(out)
+        if out in g.outputs and not readers:  # the last edge: to the graph output
+            g.insert_pair(out, None, dq)
+            return
+        if not g.single_edge(out) or _is(readers[0][0], "QuantizeLinear"):
+            return
+        g.insert_pair(out, readers[0], dq)
+        node = readers[0][0]
+
+
+def propagate_quantizers(model: onnx.ModelProto) -> int:
+    """Insert, in place, the Q/DQ pairs onnxruntime's propagation would (module docstring); how many Qs."""
+    g = _Graph(model)
+    original = list(g.nodes)
+    for node in original:
+        if _is(node, "QuantizeLinear") and g.scalar_params(node):
+            _q_backward(g, node)
+    for node in original:
+        if _is(node, "DequantizeLinear") and g.scalar_params(node):
+            _dq_forward(g, node)
+    g.write()
+    return g.inserted
+
+
+def _passed_through(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto], types: dict[str, int]) -> str | None:
+    """The input a node onnxruntime removes passes on unchanged (module docstring), else None."""
+    if node.domain not in ("", "ai.onnx") or not node.input:
+        return None
+    if node.op_type == "Identity" or (node.op_type == "Dropout" and len([o for o in node.output if o]) == 1):
+        return node.input[0]
+    if node.op_type == "Cast":
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        return node.input[0] if to is not None and types.get(node.input[0]) == to else None
+    if node.op_type in _NEUTRAL and len(node.input) == 2:
+        for constant, other in ((1, 0), (0, 1)) if node.op_type in ("Add", "Mul") else ((1, 0),):
+            tensor = constants.get(node.input[constant])
+            if tensor is not None and len(tensor.dims) <= 1:
+                values = numpy_helper.to_array(tensor)
+                if values.size == 1 and float(values.reshape(-1)[0]) == _NEUTRAL[node.op_type]:
+                    return node.input[other]
+    return None
+
+
+def drop_no_ops(model: onnx.ModelProto) -> int:
+    """Remove, in place, the no-ops onnxruntime removes (module docstring) from the top-level graph; how many."""
+    graph = model.graph
+    typed = onnx.shape_inference.infer_shapes(model)
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in [*typed.graph.value_info, *typed.graph.input, *typed.graph.output]}
+    types |= {t.name: t.data_type for t in graph.initializer}
+    constants = {t.name: t for t in graph.initializer}
+    outputs = {vi.name for vi in graph.output}
+    in_subgraphs = {name for node in graph.node for attr in node.attribute for body in [attr.g, *attr.graphs]
+                    for inner in body.node for name in inner.input}
+    alias: dict[str, str] = {}
+    keep: list[onnx.NodeProto] = []
+    for node in graph.node:
+        node.input[:] = [alias.get(name, name) for name in node.input]
+        source = _passed_through(node, constants, types)
+        if source is not None and node.output[0] not in outputs and node.output[0] not in in_subgraphs:
+            alias[node.output[0]] = source
+        else:
+            keep.append(node)
+    if alias:
+        del graph.node[:]
+        graph.node.extend(keep)
+    return len(alias)

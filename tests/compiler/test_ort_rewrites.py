@@ -1,0 +1,113 @@
+"""The rewrites onnxruntime makes to a QDQ graph before fusing it, made by cimsplit's front end (ort_rewrites)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from graphs import kernels
+from onnx import TensorProto, helper, numpy_helper
+
+from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers
+
+SCALE, ZERO = "s", "z"
+
+
+def _model(nodes: list[onnx.NodeProto], outputs: dict[str, list[int]], extra: dict[str, np.ndarray] | None = None,
+           x_shape: tuple[int, ...] = (1, 4, 6, 6)) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    constants = {SCALE: np.array(0.02, np.float32), ZERO: np.array(3, np.int8),
+                 "wq": rng.integers(-20, 20, (8, 4, 3, 3)).astype(np.int8), "ws": np.array(0.01, np.float32),
+                 "wz": np.array(0, np.int8), **(extra or {})}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()],
+                              [numpy_helper.from_array(v, k) for k, v in constants.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _q(source: str, target: str) -> onnx.NodeProto:
+    return helper.make_node("QuantizeLinear", [source, SCALE, ZERO], [target], name=f"q_{target}")
+
+
+def _dq(source: str, target: str) -> onnx.NodeProto:
+    return helper.make_node("DequantizeLinear", [source, SCALE, ZERO], [target], name=f"dq_{target}")
+
+
+def _conv(source: str, target: str) -> list[onnx.NodeProto]:
+    return [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], [f"{target}_w"], name=f"dqw_{target}"),
+            helper.make_node("Conv", [source, f"{target}_w"], [target], name=f"conv_{target}", pads=[1, 1, 1, 1])]
+
+
+def _outputs(model: onnx.ModelProto) -> list[np.ndarray]:
+    x = np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+
+
+def _edited(model: onnx.ModelProto, edit) -> onnx.ModelProto:  # noqa: ANN001
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    edit(copy)
+    onnx.checker.check_model(copy, full_check=True)
+    return copy
+
+
+def test_the_no_ops_onnxruntime_removes_are_removed_and_the_rest_kept() -> None:
+    """x -> Q/DQ -> Identity -> Dropout -> Cast(float) -> Add 0 -> Sub 0 -> Mul 1 -> Div 1 -> [a] Mul 2 -> Sub(0 - .)
+    -> Cast(float16) -> Cast(float) -> Reshape (same shape) -> Identity -> y (a graph output)."""
+    steps = [("Identity", []), ("Dropout", []), ("Cast", []), ("Add", ["zero"]), ("Sub", ["zero"]), ("Mul", ["one"]),
+             ("Div", ["one"]), ("Mul", ["two"])]
+    nodes, tensor = [_q("x", "xq"), _dq("xq", "t0")], "t0"
+    for k, (op, constant) in enumerate(steps, 1):
+        attrs = {"to": TensorProto.FLOAT} if op == "Cast" else {}
+        nodes.append(helper.make_node(op, [tensor, *constant], [f"t{k}"], name=f"{op.lower()}{k}", **attrs))
+        tensor = f"t{k}"
+    nodes += [helper.make_node("Sub", ["zero", tensor], ["u1"], name="sub_from_zero"),
+              helper.make_node("Cast", ["u1"], ["u2"], name="to_half", to=TensorProto.FLOAT16),
+              helper.make_node("Cast", ["u2"], ["u3"], name="to_float", to=TensorProto.FLOAT),
+              helper.make_node("Reshape", ["u3", "shape"], ["u4"], name="reshape"),
+              helper.make_node("Identity", ["u4"], ["y"], name="last")]
+    model = _model(nodes, {"y": [1, 4, 6, 6]}, {"zero": np.array(0.0, np.float32), "one": np.array([1.0], np.float32),
+                                                 "two": np.array(2.0, np.float32), "shape": np.array([1, 4, 6, 6], np.int64)})
+    edited = _edited(model, drop_no_ops)
+    assert [n.name for n in edited.graph.node] == ["q_xq", "dq_t0", "mul8", "sub_from_zero", "to_half", "to_float", "reshape", "last"]
+    assert list(edited.graph.node[2].input) == ["t0", "two"]
+    np.testing.assert_array_equal(_outputs(edited)[0], _outputs(model)[0])
+
+
+def test_a_quantizer_is_carried_back_over_reshape_and_transpose_to_the_conv() -> None:
+    """x -> Q/DQ -> Conv -> c -> Transpose -> Reshape -> Q/DQ -> y: two pairs, on c and on the Transpose's output,
+    as onnxruntime inserts them (the same kernels run, QLinearConv among them), outputs equal to the bit."""
+    nodes = [_q("x", "xq"), _dq("xq", "xd"), *_conv("xd", "c"),
+             helper.make_node("Transpose", ["c"], ["t"], name="transpose", perm=[0, 2, 3, 1]),
+             helper.make_node("Reshape", ["t", "shape"], ["r"], name="reshape"), _q("r", "rq"), _dq("rq", "y")]
+    model = _model(nodes, {"y": [1, 36, 8]}, {"shape": np.array([1, 36, 8], np.int64)})
+    edited = _edited(model, propagate_quantizers)
+    assert [(n.op_type, list(n.input)[:1], list(n.output)) for n in edited.graph.node[4:10]] == [
+        ("QuantizeLinear", ["c"], ["c_q_to_dq"]), ("DequantizeLinear", ["c_q_to_dq"], ["c_post_dq"]),
+        ("Transpose", ["c_post_dq"], ["t"]),
+        ("QuantizeLinear", ["t"], ["t_q_to_dq"]), ("DequantizeLinear", ["t_q_to_dq"], ["t_post_dq"]),
+        ("Reshape", ["t_post_dq"], ["r"])]
+    assert kernels(edited) == kernels(model) and kernels(model)["QLinearConv"] == 1
+    np.testing.assert_array_equal(_outputs(edited)[0], _outputs(model)[0])
+
+
+def test_a_dequantizer_is_carried_forward_over_single_readers_only() -> None:
+    """x -> Q/DQ -> MaxPool -> m -> Transpose -> t -> Conv -> Q/DQ -> y1: pairs on m and t (each read once), none
+    after the Conv.  With m also read by a Relu (y2), nothing: onnxruntime 1.32 carries a DQ over single readers
+    only.  The same kernels run as for the model, outputs equal to the bit."""
+    def nodes(branch: bool) -> list[onnx.NodeProto]:
+        return [_q("x", "xq"), _dq("xq", "xd"), helper.make_node("MaxPool", ["xd"], ["m"], name="pool", kernel_shape=[1, 1]),
+                helper.make_node("Transpose", ["m"], ["t"], name="transpose", perm=[0, 1, 3, 2]), *_conv("t", "c"),
+                _q("c", "cq"), _dq("cq", "y1"), *([helper.make_node("Relu", ["m"], ["y2"], name="relu")] if branch else [])]
+
+    for branch, pairs in ((False, ["m", "t"]), (True, [])):
+        model = _model(nodes(branch), {"y1": [1, 8, 6, 6], **({"y2": [1, 4, 6, 6]} if branch else {})})
+        edited = _edited(model, propagate_quantizers)
+        inserted = [n.input[0] for n in edited.graph.node if n.op_type == "QuantizeLinear" and n.name.endswith("_q")]
+        assert inserted == pairs
+        assert kernels(edited) == kernels(model)
+        for got, want in zip(_outputs(edited), _outputs(model)):
+            np.testing.assert_array_equal(got, want)
