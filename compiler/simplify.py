@@ -57,6 +57,8 @@ def _is_quantized(model: onnx.ModelProto) -> bool:
 
 
 def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnxslim's result, or, when it fails or returns a graph reading a tensor nothing computes, its result with
+    constant folding only, or the model as it is."""
     import onnxslim
 
     # onnxslim installs a stderr handler on its logger unless one exists; the
@@ -64,36 +66,49 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
     slim_log = logging.getLogger("onnxslim")
     if not slim_log.handlers:
         slim_log.addHandler(logging.NullHandler())
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)  # onnxslim edits its argument in place (freeze)
-    try:
-        # weight_tying (merging equal weights) compares every pair of same-shaped
-        # constants: quadratic, and of no use for costing; skip it.
-        # FusionGemm rewrites a 3-D MatMul + Add as Reshape -> Gemm -> Reshape: two
-        # host operators more, and an activation after it no longer fuses; the
-        # workload builder fuses the bias Add into the MatMul instead.
-        # In a QDQ model, merging equal nodes changes how many nodes read a
-        # DequantizeLinear, and with it the pairs onnxruntime converts and the kernels
-        # it fuses (two Flattens of one DQ merged: the Gemm after one of them ran in
-        # float, QGemm in the model): the split would not run the model's kernels.
-        # Nor are its no-ops removed there: onnxruntime keeps a Reshape to the same shape (onnxslim does not),
-        # and removes what ort_rewrites.drop_no_ops removes after slimming.
-        skipped = ["weight_tying"] + (["subexpression_elimination", "dead_node_elimination"] if _is_quantized(model) else [])
-        slimmed = onnxslim.slim(copy, skip_optimizations=skipped, skip_fusion_patterns=["FusionGemm"])
-    except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
-        log.warning("onnxslim failed (%s: %s); retrying with constant folding only", type(exc).__name__, exc)
-        copy.CopyFrom(model)
+    # weight_tying (merging equal weights) compares every pair of same-shaped
+    # constants: quadratic, and of no use for costing; skip it.
+    # FusionGemm rewrites a 3-D MatMul + Add as Reshape -> Gemm -> Reshape: two
+    # host operators more, and an activation after it no longer fuses; the
+    # workload builder fuses the bias Add into the MatMul instead.
+    # In a QDQ model, merging equal nodes changes how many nodes read a
+    # DequantizeLinear, and with it the pairs onnxruntime converts and the kernels
+    # it fuses (two Flattens of one DQ merged: the Gemm after one of them ran in
+    # float, QGemm in the model): the split would not run the model's kernels.
+    # Nor are its no-ops removed there: onnxruntime keeps a Reshape to the same shape (onnxslim does not),
+    # and removes what ort_rewrites.drop_no_ops removes after slimming.
+    skipped = ["weight_tying"] + (["subexpression_elimination", "dead_node_elimination"] if _is_quantized(model) else [])
+    for attempt in (skipped, sorted({*skipped, "graph_fusion", "subexpression_elimination"})):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # onnxslim edits its argument in place (freeze)
         try:
-            slimmed = onnxslim.slim(copy, skip_optimizations=["graph_fusion", "subexpression_elimination", "weight_tying"],
-                                    skip_fusion_patterns=["FusionGemm"])
-        except Exception as exc2:  # noqa: BLE001
-            log.warning("onnxslim failed again (%s); using the model unsimplified", exc2)
-            slimmed = copy
-    if slimmed is None:  # onnxslim returns None when its own check fails
-        log.warning("onnxslim returned no model; using the model unsimplified")
-        slimmed = onnx.ModelProto()
-        slimmed.CopyFrom(model)
-    return slimmed
+            slimmed = onnxslim.slim(copy, skip_optimizations=attempt, skip_fusion_patterns=["FusionGemm"])
+        except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
+            log.warning("onnxslim failed (%s: %s)", type(exc).__name__, exc)
+            continue
+        if slimmed is None:  # onnxslim returns None when its own check fails
+            log.warning("onnxslim returned no model")
+            continue
+        dangling = _dangling(slimmed.graph)
+        if not dangling:
+            return slimmed
+        # (fuzz seed 7246: its fusions folded an Add into a Conv whose output a Transpose also read, and the
+        # Transpose -> Reshape after it vanished)
+        log.warning("onnxslim's graph reads %r, which nothing computes", dangling[0])
+    log.warning("using the model unsimplified")
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
+def _dangling(graph: onnx.GraphProto) -> list[str]:
+    """Tensors a node reads that no earlier node, initializer or graph input provides (top level)."""
+    known = {t.name for t in graph.initializer} | {vi.name for vi in graph.input}
+    missing = []
+    for node in graph.node:
+        missing += [name for name in node.input if name and name not in known]
+        known.update(node.output)
+    return missing
 
 
 def name_nodes(graph: onnx.GraphProto) -> None:

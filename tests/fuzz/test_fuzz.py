@@ -38,6 +38,22 @@ def test_seed_with_exporter_clutter_compiles_and_runs_like_onnxruntime(seed: int
     assert [f.line() for f in failures] == []
 
 
+def test_a_graph_onnxslim_breaks_is_slimmed_without_its_fusions(tmp_path: Path) -> None:
+    """Seed 7246 (float): onnxslim's fusions return a graph whose Sigmoid and Conv read a tensor nothing computes
+    (a Transpose -> Reshape gone with an Add folded into the Conv both read); the front end then slims without
+    the fusions, and the model compiles and runs like onnxruntime."""
+    from cimsplit.compiler.frontend import load
+
+    path = tmp_path / "model.onnx"
+    onnx.save(seeded_model(7246, max_steps=16), str(path))
+    graph = load(path).model.graph
+    known = {t.name for t in graph.initializer} | {vi.name for vi in graph.input}
+    for node in graph.node:
+        assert all(name in known for name in node.input if name), node.name
+        known.update(node.output)
+    assert [f.line() for f in check_seed(7246, tmp_path / "check", max_steps=16, budgets=(0, 2))] == []
+
+
 @pytest.mark.parametrize("seed", (4, 13))
 def test_clutter_adds_three_no_ops_and_constant_weights_deterministically(seed: int) -> None:
     """Seed 13 (float) and seed 4's float model: three no-op nodes after three activations, every float
