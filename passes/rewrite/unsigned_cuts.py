@@ -68,8 +68,10 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
       Reshape -> Conv ran float Convs in its parts, QLinearConv whole: 1.37 off
       on an AVX2 host without VNNI);
     - a sliced operator's output pair is its parts' Qs -> the join's Concat ->
-      the DQ: all of them are converted, since a quantized kernel takes one type
-      in and out (a part reading uint8 and writing int8 runs in float).
+      the DQ (or, read by a row-sliced operator, its bands' DQs): all of them are
+      converted, since a quantized kernel takes one type in and out (a part
+      reading uint8 and writing int8 runs in float; fuzz seed 7214, a sliced 1x1
+      conv feeding a row-sliced one: 2.05 off).
     """
     readers = readers_of(model.graph)
     producers = {out: node for node in model.graph.node for out in node.output}
@@ -77,7 +79,7 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 1)
     cuts = []
     for pair in converted_pairs((whole or model).graph).values():
-        cut = _as_split(pair, nodes, readers, producers)
+        cut = _as_split(pair, readers, producers)
         if cut is None:
             continue
         homes = set().union(*(partitions_of.get(q, set()) for q in cut.quantizers))
@@ -104,31 +106,37 @@ def _has_function_body(node: onnx.NodeProto, opset: int) -> bool:
     return schema.has_function or schema.has_context_dependent_function
 
 
-def _as_split(pair: QdqPair, nodes: Mapping[str, onnx.NodeProto], readers: Mapping[str, list[onnx.NodeProto]],
+def _as_split(pair: QdqPair, readers: Mapping[str, list[onnx.NodeProto]],
               producers: Mapping[str, onnx.NodeProto]) -> _Cut | None:
-    """``pair`` in the split model: unchanged, a row-sliced operator's input (Q -> a Slice per part -> the
-    part's DQ; a slice commutes with the shift by 128), or a sliced operator's output (parts' Qs -> Concat
-    -> DQ); else None."""
-    q = producers.get(pair.tensor)
-    if q is not None and q.name == pair.quantize:
-        users = readers.get(pair.tensor, [])
-        if users and all(d.op_type == "DequantizeLinear" and d.input[0] == pair.tensor for d in users):
-            return _Cut(pair, (q.name,), tuple(d.name for d in users), (pair.tensor,))
+    """``pair`` in the split model: its Q, or a sliced operator's parts' Qs joined by a Concat, then its DQs, or a
+    row-sliced operator's bands (a Slice per part, then the part's DQ; a slice commutes with the shift by 128);
+    else None."""
+    source = producers.get(pair.tensor)
+    if source is not None and source.name == pair.quantize:
+        quantizers, between = [source], [pair.tensor]
+    elif source is not None and source.op_type == "Concat":
+        quantizers, between = [producers.get(t) for t in source.input], [*source.input, pair.tensor]
+        if not all(part is not None and part.op_type == "QuantizeLinear" and len(part.input) == 3
+                   and part.input[2] == quantizers[0].input[2] and len(readers.get(part.output[0], [])) == 1  # type: ignore[union-attr]
+                   for part in quantizers):
+            return None
+    else:
+        return None
+    zero_point = quantizers[0].input[2]  # type: ignore[union-attr]
+    users = readers.get(pair.tensor, [])
+    if users and all(d.op_type == "DequantizeLinear" and d.input[0] == pair.tensor and (len(quantizers) == 1 or d.input[2] == zero_point)
+                     for d in users):
+        dequantizers = users
+    else:
         bands = [(band, readers.get(band.output[0], [])) for band in users]
-        if bands and all(band.op_type == "Slice" and band.input[0] == pair.tensor and len(dq) == 1
-                         and dq[0].op_type == "DequantizeLinear" and dq[0].input[2] == q.input[2] for band, dq in bands):
-            tensors = (pair.tensor, *(band.output[0] for band, _ in bands))
-            return _Cut(pair, (q.name,), tuple(dq[0].name for _, dq in bands), tensors)
-        return None
-    dq = nodes.get(pair.dequantize)
-    join = producers.get(dq.input[0]) if dq is not None and dq.op_type == "DequantizeLinear" else None
-    if join is None or join.op_type != "Concat" or len(readers.get(join.output[0], [])) != 1:
-        return None
-    parts = [producers.get(t) for t in join.input]
-    if not all(part is not None and part.op_type == "QuantizeLinear" and len(part.input) == 3
-               and part.input[2] == dq.input[2] and len(readers.get(part.output[0], [])) == 1 for part in parts):
-        return None
-    return _Cut(pair, tuple(part.name for part in parts), (dq.name,), (*join.input, join.output[0]))  # type: ignore[union-attr]
+        if not bands or not all(band.op_type == "Slice" and band.input[0] == pair.tensor and len(dq) == 1
+                                and dq[0].op_type == "DequantizeLinear" and dq[0].input[2] == zero_point for band, dq in bands):
+            return None
+        dequantizers = [dq[0] for _, dq in bands]
+        between += [band.output[0] for band, _ in bands]
+    if len(quantizers) > 1 and len(users) != 1 and dequantizers is users:
+        return None  # a join's output read by several DQs: not the pattern the slicing rewrite writes
+    return _Cut(pair, tuple(q.name for q in quantizers), tuple(d.name for d in dequantizers), tuple(between))  # type: ignore[union-attr]
 
 
 def _convert(model: onnx.ModelProto, cuts: list[_Cut]) -> None:

@@ -38,6 +38,13 @@ def test_seed_with_exporter_clutter_compiles_and_runs_like_onnxruntime(seed: int
     assert [f.line() for f in failures] == []
 
 
+def test_a_sliced_int8_conv_read_by_a_row_sliced_one_splits_bit_for_bit(tmp_path: Path) -> None:
+    """Seed 7214 (int8) at 2 crossbars: a sliced 1x1 conv's parts' Qs -> Concat -> Slices of the row-sliced conv
+    after it.  That pair was left int8 while the input side was made uint8, and every part ran a float Conv
+    (QLinearConv in the whole model): 2.05 off (passes/rewrite/unsigned_cuts)."""
+    assert [f.line() for f in check_seed(7214, tmp_path, max_steps=16, budgets=(2,))] == []
+
+
 def test_a_graph_onnxslim_breaks_is_slimmed_without_its_fusions(tmp_path: Path) -> None:
     """Seed 7246 (float): onnxslim's fusions return a graph whose Sigmoid and Conv read a tensor nothing computes
     (a Transpose -> Reshape gone with an Add folded into the Conv both read); the front end then slims without
