@@ -23,8 +23,10 @@ not expand the operator.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -78,7 +80,10 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     nodes = {node.name: node for node in model.graph.node}
     opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 1)
     cuts = []
+    left = _int8_dequantizers(whole or model)
     for pair in converted_pairs((whole or model).graph).values():
+        if pair.dequantize in left:
+            continue
         cut = _as_split(pair, readers, producers)
         if cut is None:
             continue
@@ -93,6 +98,32 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     converted.CopyFrom(model)
     _convert(converted, cuts)
     return converted, tuple(cut.pair.tensor for cut in cuts)
+
+
+def _int8_dequantizers(model: onnx.ModelProto) -> set[str]:
+    """The DequantizeLinear nodes onnxruntime's optimized graph of ``model`` holds with an int8 zero point (it keeps
+    Q and DQ names; one it fused into a quantized kernel is gone), none if it does not load the model.
+
+    :func:`converted_pairs` follows onnxruntime's conversion rule on the model as written; its other passes can
+    change the pair first: two Transposes that cancel, with Q/DQ pairs between them (fuzz seed 7864: DQ ->
+    Transpose -> Q/DQ -> Transpose -> Q/DQ -> Conv), go with their Qs, and the last DQ reads the first Q, whose
+    tensor has a second reader and stays int8: a float Conv, where the split, converting the cut pair after the
+    Transposes, ran QLinearConv (0.305 off).  A pair whose DQ onnxruntime leaves int8 is not converted."""
+    import onnxruntime as ort
+
+    from cimsplit.runtime.devices import session_options
+
+    with tempfile.TemporaryDirectory() as tmp:
+        options = session_options()
+        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+        try:
+            ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
+        except Exception:  # noqa: BLE001 - a model onnxruntime refuses whole: the rule's answer stands
+            return set()
+        optimized = onnx.load(options.optimized_model_filepath)
+    types = {t.name: t.data_type for t in optimized.graph.initializer}
+    return {node.name for node in optimized.graph.node
+            if node.op_type == "DequantizeLinear" and len(node.input) == 3 and types.get(node.input[2]) == TensorProto.INT8}
 
 
 def _has_function_body(node: onnx.NodeProto, opset: int) -> bool:
