@@ -53,6 +53,7 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     """``model`` with every cut int8 Q -> DQ pair onnxruntime would convert made uint8 (and every one read by an
     operator with a function body), and the tensors converted.
 
+    A pair onnxruntime's optimized graph of ``whole`` leaves int8 is not converted (:func:`_int8_dequantizers`).
     ``partitions_of`` maps node names to the partitions that hold them (a DQ on a
     boundary is copied into its readers' partitions); a pair is cut when a DQ
     reading its tensor is in a partition its Q is not.  ``whole``: the model
