@@ -23,6 +23,7 @@ not expand the operator.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     """``model`` with every cut int8 Q -> DQ pair onnxruntime would convert made uint8 (and every one read by an
     operator with a function body), and the tensors converted.
 
-    A pair onnxruntime's optimized graph of ``whole`` leaves int8 is not converted (:func:`_int8_dequantizers`).
+    A pair onnxruntime's optimized graph of ``whole`` leaves int8 is not converted (:func:`_dequantizer_sources`).
     ``partitions_of`` maps node names to the partitions that hold them (a DQ on a
     boundary is copied into its readers' partitions); a pair is cut when a DQ
     reading its tensor is in a partition its Q is not.  ``whole``: the model
@@ -81,17 +82,23 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     nodes = {node.name: node for node in model.graph.node}
     opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 1)
     cuts = []
-    left = _int8_dequantizers(whole or model)
-    for pair in converted_pairs((whole or model).graph).values():
-        if pair.dequantize in left:
-            continue
+    whole_graph = (whole or model).graph
+    pairs = converted_pairs(whole_graph)
+    sources = _dequantizer_sources(whole or model) if pairs else {}
+    computes = {out: node.name for node in whole_graph.node for out in node.output}
+    quantized = {node.name: computes.get(node.input[0], "") for node in whole_graph.node if node.op_type == "QuantizeLinear"}
+    for pair in pairs.values():
+        source = sources.get(pair.dequantize)
+        if source == "":
+            continue  # left int8 by onnxruntime
         cut = _as_split(pair, readers, producers)
         if cut is None:
             continue
         homes = set().union(*(partitions_of.get(q, set()) for q in cut.quantizers))
         apart = any(partitions_of.get(d, set()) - homes for d in cut.dequantizers) or len(cut.quantizers) > 1
         expanded = any(_has_function_body(r, opset) for d in cut.dequantizers for r in readers.get(nodes[d].output[0], []))
-        if apart or expanded:
+        merged = source not in (None, pair.quantize, quantized.get(pair.quantize))
+        if apart or (expanded and not merged):
             cuts.append(cut)
     if not cuts:
         return model, ()
@@ -101,15 +108,21 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     return converted, tuple(cut.pair.tensor for cut in cuts)
 
 
-def _int8_dequantizers(model: onnx.ModelProto) -> set[str]:
-    """The DequantizeLinear nodes onnxruntime's optimized graph of ``model`` holds with an int8 zero point (it keeps
-    Q and DQ names; one it fused into a quantized kernel is gone), none if it does not load the model.
+def _dequantizer_sources(model: onnx.ModelProto) -> dict[str, str]:
+    """DequantizeLinear nodes of onnxruntime's optimized graph of ``model`` (it keeps Q and DQ names; one it fused
+    into a quantized kernel is gone) -> the node whose output each reads, past the layout Transposes onnxruntime
+    inserted and without the suffix it gives the kernels it re-lays out, or "" for one it leaves int8; empty if it
+    does not load the model.
 
     :func:`converted_pairs` follows onnxruntime's conversion rule on the model as written; its other passes can
-    change the pair first: two Transposes that cancel, with Q/DQ pairs between them (fuzz seed 7864: DQ ->
-    Transpose -> Q/DQ -> Transpose -> Q/DQ -> Conv), go with their Qs, and the last DQ reads the first Q, whose
-    tensor has a second reader and stays int8: a float Conv, where the split, converting the cut pair after the
-    Transposes, ran QLinearConv (0.305 off).  A pair whose DQ onnxruntime leaves int8 is not converted."""
+    change a pair first.  Two Transposes that cancel, with Q/DQ pairs between them, go with their Qs: the last DQ
+    reads the first Q, whose tensor has a second reader and stays int8 (fuzz seed 7864: DQ -> Transpose -> Q/DQ ->
+    Transpose -> Q/DQ -> Conv; the Conv runs in float, where the split, converting the cut pair after the
+    Transposes, ran QLinearConv: 0.305 off), so a pair whose DQ is int8 there is not converted; or it reads the
+    quantized kernel before them (seed 1699 with exporter clutter: the QLinearAdd before two such Transposes and a
+    HardSwish), so the HardSwish's pair, whose DQ reads neither its Q nor what its Q quantizes, was merged away and
+    is not converted ahead for the function body (converted, it kept the redundant pairs apart: one more
+    requantization, 0.0009 off even all on the host)."""
     import onnxruntime as ort
 
     from cimsplit.runtime.devices import session_options
@@ -120,11 +133,20 @@ def _int8_dequantizers(model: onnx.ModelProto) -> set[str]:
         try:
             ort.InferenceSession(model.SerializeToString(), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception:  # noqa: BLE001 - a model onnxruntime refuses whole: the rule's answer stands
-            return set()
+            return {}
         optimized = onnx.load(options.optimized_model_filepath)
     types = {t.name: t.data_type for t in optimized.graph.initializer}
-    return {node.name for node in optimized.graph.node
-            if node.op_type == "DequantizeLinear" and len(node.input) == 3 and types.get(node.input[2]) == TensorProto.INT8}
+    ours = {node.name for node in model.graph.node}
+    producers = {out: node for node in optimized.graph.node for out in node.output}
+
+    def source(tensor: str) -> str:
+        node = producers.get(tensor)
+        while node is not None and node.op_type == "Transpose" and node.name not in ours:
+            node = producers.get(node.input[0])
+        return re.sub(r"_token_\d+$", "", node.name) if node is not None else ""  # (a kernel onnxruntime re-laid out)
+
+    return {node.name: "" if types.get(node.input[2]) == TensorProto.INT8 else source(node.input[0])
+            for node in optimized.graph.node if node.op_type == "DequantizeLinear" and len(node.input) == 3}
 
 
 def _has_function_body(node: onnx.NodeProto, opset: int) -> bool:
