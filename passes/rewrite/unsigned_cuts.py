@@ -111,8 +111,8 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
 def _dequantizer_sources(model: onnx.ModelProto) -> dict[str, str]:
     """DequantizeLinear nodes of onnxruntime's optimized graph of ``model`` (it keeps Q and DQ names; one it fused
     into a quantized kernel is gone) -> the node whose output each reads, past the layout Transposes onnxruntime
-    inserted and without the suffix it gives the kernels it re-lays out, or "" for one it leaves int8; empty if it
-    does not load the model.
+    inserted and without the suffix it gives the kernels it re-lays out (a graph input or initializer by its name),
+    or "" for one it leaves int8; empty if it does not load the model.
 
     :func:`converted_pairs` follows onnxruntime's conversion rule on the model as written; its other passes can
     change a pair first.  Two Transposes that cancel, with Q/DQ pairs between them, go with their Qs: the last DQ
@@ -143,7 +143,7 @@ def _dequantizer_sources(model: onnx.ModelProto) -> dict[str, str]:
         node = producers.get(tensor)
         while node is not None and node.op_type == "Transpose" and node.name not in ours:
             node = producers.get(node.input[0])
-        return re.sub(r"_token_\d+$", "", node.name) if node is not None else ""  # (a kernel onnxruntime re-laid out)
+        return re.sub(r"_token_\d+$", "", node.name) if node is not None else tensor  # (a kernel onnxruntime re-laid out)
 
     return {node.name: "" if types.get(node.input[2]) == TensorProto.INT8 else source(node.input[0])
             for node in optimized.graph.node if node.op_type == "DequantizeLinear" and len(node.input) == 3}
