@@ -17,21 +17,14 @@ from onnx import TensorProto, helper, numpy_helper
 NO_OPS = ("Identity", "Dropout", "Reshape", "Cast", "Mul", "Add", "Pad")
 
 
-def _no_op(kind: str, source: str, target: str, rank: int, shape: list[int], tag: str) -> tuple[onnx.NodeProto, list]:
-    """The node ``target = kind(source)`` that leaves a float tensor as it is, and the constants it reads."""
-    constants: list[onnx.TensorProto] = []
-
-    def const(values: np.ndarray) -> str:
-        constants.append(numpy_helper.from_array(values, f"{tag}_{len(constants)}"))
-        return constants[-1].name
-
-    inputs = {"Identity": [source], "Dropout": [source], "Cast": [source],
-              "Reshape": [source, const(np.array(shape, np.int64))] if kind == "Reshape" else [],
-              "Mul": [source, const(np.array(1.0, np.float32))] if kind == "Mul" else [],
-              "Add": [source, const(np.array(0.0, np.float32))] if kind == "Add" else [],
-              "Pad": [source, const(np.zeros(2 * rank, np.int64))] if kind == "Pad" else []}[kind]
+def _no_op(kind: str, source: str, target: str, shape: list[int], tag: str) -> tuple[onnx.NodeProto, list]:
+    """The node ``target = kind(source)`` that leaves a float tensor of ``shape`` as it is, and the constant it reads."""
+    value = {"Reshape": np.array(shape, np.int64), "Mul": np.array(1.0, np.float32), "Add": np.array(0.0, np.float32),
+             "Pad": np.zeros(2 * len(shape), np.int64)}.get(kind)
+    constants = [] if value is None else [numpy_helper.from_array(value, f"{tag}_0")]
     attributes = {"to": TensorProto.FLOAT} if kind == "Cast" else {}
-    return helper.make_node(kind, inputs, [target], name=tag, **attributes), constants
+    node = helper.make_node(kind, [source, *(c.name for c in constants)], [target], name=tag, **attributes)
+    return node, constants
 
 
 def add_clutter(model: onnx.ModelProto, seed: int, count: int = 3) -> onnx.ModelProto:
@@ -58,7 +51,7 @@ def add_clutter(model: onnx.ModelProto, seed: int, count: int = 3) -> onnx.Model
         kind = NO_OPS[int(rng.integers(len(NO_OPS)))]
         before = f"{tensor}__before_clutter{k}"
         nodes[i].output[list(nodes[i].output).index(tensor)] = before
-        node, constants = _no_op(kind, before, tensor, len(shapes[tensor]), shapes[tensor], f"clutter{k}_{kind}")
+        node, constants = _no_op(kind, before, tensor, shapes[tensor], f"clutter{k}_{kind}")
         nodes.insert(i + 1, node)
         graph.initializer.extend(constants)
     weights = [t for t in graph.initializer if t.data_type == TensorProto.FLOAT and len(t.dims) >= 1 and rng.random() < 1 / 3]
