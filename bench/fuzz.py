@@ -1,7 +1,7 @@
 """Differential fuzzing campaign: random valid models through compile and run, against onnxruntime.
 
     .venv/bin/python bench/fuzz.py --seeds 0-999 [--budgets 0,2,10,1000] [--time-limit 2]
-                                   [--max-steps 10] [--clutter] [--keep DIR] [--save bench/results/fuzz_campaign.txt]
+                                   [--max-steps 10] [--clutter] [--dynamic] [--keep DIR] [--save bench/results/fuzz_campaign.txt]
 
 Every seed's model (tests/fuzz/random_models.py; its int8 QDQ variant for
 every 5th seed) is compiled at each budget with a deterministic host profile
@@ -40,6 +40,8 @@ def main() -> int:
     parser.add_argument("--time-limit", type=float, default=2.0, help="solver time limit per compile (s)")
     parser.add_argument("--max-steps", type=int, default=16, help="most operators drawn per model")
     parser.add_argument("--clutter", action="store_true", help="add exporter clutter to every model (tests/fuzz/clutter.py)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="give every model a symbolic batch and PyTorch's views computed from it (tests/fuzz/export.py)")
     parser.add_argument("--keep", type=Path, help="keep failing seeds' folders here")
     parser.add_argument("--save", type=Path, help="also write the summary to this file")
     args = parser.parse_args()
@@ -52,7 +54,7 @@ def main() -> int:
     for i, seed in enumerate(seeds):
         with tempfile.TemporaryDirectory(prefix=f"fuzz{seed}-") as tmp:
             work = Path(tmp)
-            failures = check_seed(seed, work, max_steps=args.max_steps, clutter=args.clutter, budgets=budgets,
+            failures = check_seed(seed, work, max_steps=args.max_steps, clutter=args.clutter, dynamic=args.dynamic, budgets=budgets,
                                   time_limit_s=args.time_limit, keep=args.keep is not None)
             for failure in failures:
                 counts[failure.kind] += 1
@@ -67,7 +69,7 @@ def main() -> int:
             print(f"... {i + 1}/{len(seeds)} seeds, {time.perf_counter() - start:.0f} s", flush=True)
     elapsed = time.perf_counter() - start
     n_int8 = sum(1 for s in seeds if is_int8_seed(s))
-    clutter = ", with exporter clutter" if args.clutter else ""
+    clutter = (", with exporter clutter" if args.clutter else "") + (", dynamic batch" if args.dynamic else "")
     summary = [
         f"fuzz campaign: seeds {args.seeds} ({len(seeds)} models, {n_int8} int8 QDQ{clutter}), budgets {args.budgets} crossbars, "
         f"time limit {args.time_limit:g} s, at most {args.max_steps} steps per model",

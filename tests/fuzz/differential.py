@@ -17,6 +17,7 @@ import io
 import json
 import shutil
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +50,17 @@ class Failure:
         return f"{self.kind}{where}: {' '.join(self.detail.split())[:300]}"
 
 
-def synthetic_profile(path: Path, out: Path) -> Path:
+def _shape_flags(model: onnx.ModelProto) -> list[str]:
+    """``--input-shape`` flags fixing every symbolic input dim to 1 (none for a static model)."""
+    flags = []
+    for vi in model.graph.input:
+        dims = vi.type.tensor_type.shape.dim
+        if any(not d.dim_value for d in dims):
+            flags += ["--input-shape", f"{vi.name}={','.join(str(d.dim_value or 1) for d in dims)}"]
+    return flags
+
+
+def synthetic_profile(path: Path, out: Path, shape_flags: Sequence[str] = ()) -> Path:
     """A host profile for ``path``'s simplified model: latency by element count, the same on every machine.
 
     T_host = 100 ns + 20 ns per output element for Conv/Gemm/MatMul (and their quantized
@@ -57,8 +68,9 @@ def synthetic_profile(path: Path, out: Path) -> Path:
     """
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
+    from cimsplit.compiler.loader import parse_input_shapes
 
-    loaded = load(path)
+    loaded = load(path, input_shapes=parse_input_shapes(shape_flags[1::2]))
     elements = {vi.name: int(np.prod([d.dim_value for d in vi.type.tensor_type.shape.dim]))
                 for vi in [*loaded.model.graph.value_info, *loaded.model.graph.output]}
     heavy = ("Conv", "Gemm", "MatMul", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger")
@@ -78,8 +90,8 @@ def synthetic_profile(path: Path, out: Path) -> Path:
 
 def _feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {vi.name: rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
-            for vi in model.graph.input}
+    return {vi.name: rng.standard_normal([d.dim_value or 1 for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
+            for vi in model.graph.input}  # (a symbolic dim, as an export's batch, is fed as 1)
 
 
 def _ort_run(model_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -104,11 +116,12 @@ def _compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], exact: bool
     return None
 
 
-def _compile(model: Path, out: Path, profile: Path, budget: int, mvm_latency: str, time_limit_s: float) -> Failure | None:
+def _compile(model: Path, out: Path, profile: Path, budget: int, mvm_latency: str, time_limit_s: float,
+             shape_flags: list[str]) -> Failure | None:
     from cimsplit.cli import main
 
     argv = ["compile", str(model), "-o", str(out), "--crossbars", str(budget), "--mvm-latency", mvm_latency,
-            "--host-profile", str(profile), "--time-limit", str(time_limit_s)]
+            "--host-profile", str(profile), "--time-limit", str(time_limit_s), *shape_flags]
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
@@ -148,9 +161,10 @@ def check_model(model_path: Path, work: Path, *, quantized: bool, seed: int = 0,
 
     model = onnx.load(str(model_path))
     feeds = _feeds(model, seed)
+    flags = _shape_flags(model)
     try:
         ref = _ort_run(model_path, feeds)
-        profile = synthetic_profile(model_path, work / "host_profile.json")
+        profile = synthetic_profile(model_path, work / "host_profile.json", flags)
     except Exception as exc:  # noqa: BLE001
         return [Failure("generator", None, f"{type(exc).__name__}: {exc} | {_where(exc)}")]
     exact = quantized
@@ -158,7 +172,7 @@ def check_model(model_path: Path, work: Path, *, quantized: bool, seed: int = 0,
     failures: list[Failure] = []
     for budget in budgets:
         out = work / f"out_{budget}"
-        failure = _compile(model_path, out, profile, budget, mvm_latency, time_limit_s) or _check_outputs(out, budget)
+        failure = _compile(model_path, out, profile, budget, mvm_latency, time_limit_s, flags) or _check_outputs(out, budget)
         if failure is None:
             try:
                 got = Session(out).run(feeds)
@@ -187,10 +201,13 @@ def is_int8_seed(seed: int) -> bool:
     return seed % 5 == 4
 
 
-def check_seed(seed: int, work: Path, *, max_steps: int = 10, clutter: bool = False, **options) -> list[Failure]:  # noqa: ANN003
+def check_seed(seed: int, work: Path, *, max_steps: int = 10, clutter: bool = False, dynamic: bool = False,
+               **options) -> list[Failure]:  # noqa: ANN003
     """Generate seed's model (its QDQ variant for every 5th seed) in ``work`` and :func:`check_model` it;
-    ``clutter``: with exporter clutter added to the model (quantized or not) (:func:`clutter.add_clutter`)."""
+    ``clutter``: with exporter clutter added to the model (quantized or not) (:func:`clutter.add_clutter`);
+    ``dynamic``: with a symbolic batch and views computed from it (:func:`export.as_dynamic_export`)."""
     from clutter import add_clutter
+    from export import as_dynamic_export
     from random_models import quantize, seeded_model
 
     work.mkdir(parents=True, exist_ok=True)
@@ -204,6 +221,8 @@ def check_seed(seed: int, work: Path, *, max_steps: int = 10, clutter: bool = Fa
             onnx.save(model, str(path))
         if clutter:
             onnx.save(add_clutter(onnx.load(str(path)), seed), str(path))
+        if dynamic:
+            onnx.save(as_dynamic_export(onnx.load(str(path)), seed), str(path))
     except Exception as exc:  # noqa: BLE001
         return [Failure("generator", None, f"{type(exc).__name__}: {exc} | {_where(exc)}")]
     options.setdefault("mvm_latency", ("10ns", "1ns", "100ns")[seed % 3])

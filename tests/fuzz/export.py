@@ -1,0 +1,79 @@
+"""What PyTorch's exporter adds with ``dynamic_axes``: a symbolic batch dim and shapes computed from it.
+
+``torch.onnx.export(..., dynamic_axes={"x": {0: "batch"}})`` writes the batch dim of every input and
+output as ``batch`` and every ``x.view(x.size(0), ...)`` as a shape subgraph,
+``Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), rest))``, which no constant folding can remove
+while the batch is unknown.  :func:`as_dynamic_export` makes a fuzz model so: its inputs and outputs
+get the symbolic batch, each Reshape whose constant shape starts with the batch gets that subgraph,
+and a random 4-D activation gets a same-shape view through it.  The model is compiled with
+``--input-shape`` (the batch it had) and checked against onnxruntime on the dynamic model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+BATCH = "batch"
+
+
+def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+    values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return values
+
+
+def _view_shape(data: str, rest: list[int], tag: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], str]:
+    """Nodes computing ``[data.shape[0], *rest]`` as PyTorch exports ``x.view(x.size(0), *rest)``."""
+    zero, axes, tail = (numpy_helper.from_array(np.array(v, np.int64), f"{tag}_{k}")
+                        for k, v in (("index", 0), ("axes", [0]), ("rest", rest)))
+    names = [f"{tag}_{k}" for k in ("shape", "batch", "batch1", "target")]
+    nodes = [
+        helper.make_node("Shape", [data], [names[0]], name=f"{tag}_Shape"),
+        helper.make_node("Gather", [names[0], zero.name], [names[1]], name=f"{tag}_Gather", axis=0),
+        helper.make_node("Unsqueeze", [names[1], axes.name], [names[2]], name=f"{tag}_Unsqueeze"),
+        helper.make_node("Concat", [names[2], tail.name], [names[3]], name=f"{tag}_Concat", axis=0),
+    ]
+    return nodes, [zero, axes, tail], names[3]
+
+
+def as_dynamic_export(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
+    """``model`` (batch 1 on every input) with a symbolic batch and its views computed from it (a checked copy)."""
+    rng = np.random.default_rng([seed, 2027])
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    inferred = onnx.shape_inference.infer_shapes(out)
+    shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in inferred.graph.value_info
+              if vi.type.tensor_type.elem_type == TensorProto.FLOAT and vi.type.tensor_type.HasField("shape")}
+    constants = _constants(graph)
+    nodes: list[onnx.NodeProto] = []
+    for i, node in enumerate(graph.node):
+        target = constants.get(node.input[1]) if node.op_type == "Reshape" else None
+        if target is not None and target.ndim == 1 and len(target) > 1 and target[0] == 1:
+            view, values, name = _view_shape(node.input[0], [int(v) for v in target[1:]], f"view{i}")
+            nodes.extend(view)
+            graph.initializer.extend(values)
+            node.input[1] = name
+        nodes.append(node)
+    activations = [(i, t) for i, n in enumerate(nodes) for t in n.output
+                   if len(shapes.get(t, [])) == 4 and all(shapes[t]) and shapes[t][0] == 1]
+    if activations:
+        i, tensor = activations[int(rng.integers(len(activations)))]
+        before = f"{tensor}__before_view"
+        nodes[i].output[list(nodes[i].output).index(tensor)] = before
+        view, values, name = _view_shape(before, shapes[tensor][1:], "sameview")
+        nodes[i + 1:i + 1] = [*view, helper.make_node("Reshape", [before, name], [tensor], name="sameview_Reshape")]
+        graph.initializer.extend(values)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    del graph.value_info[:]
+    for vi in [*graph.input, *graph.output]:
+        dims = vi.type.tensor_type.shape.dim
+        if dims and dims[0].dim_value == 1:
+            dims[0].dim_param = BATCH
+    onnx.checker.check_model(out, full_check=True)
+    return out
