@@ -27,10 +27,12 @@ rules, on each node's first input and output:
   on that edge, then the same one step further back (a graph input or initializer ends the walk).
   The edge into the Q itself must be its producer's only consumer and no graph output.
 - *DQ forward*, for each DQ with constant scalar scale, whose output has one consumer and is no graph
-  output: while that consumer propagates and its output has one reader that is no Q (and is no graph
-  output), a pair on that edge, then the same one step further on; an output no node reads but the
-  graph gets the last pair, which keeps its name.  (Versions after 1.32 give each of several readers
-  a DQ; 1.32 propagates over a single reader only.)
+  output: while that consumer propagates, a Q on its output and a DQ before each of its readers but
+  the Qs (its output read by nothing but the graph: one DQ, which keeps the name; a graph output that
+  is also read: none), then the same past each of those readers, depth first.  A Reshape read by a
+  MatMul and an AveragePool gets one Q and two DQs, and the pair stays int8 (fuzz seed 209 with a
+  dynamic batch; cimsplit had inserted nothing and, cutting there, converted the pair: a QLinearMatMul
+  in ``partitioned.onnx`` where the model runs a float MatMul, 3.03 off).
 
 Q backward runs over every node first, then DQ forward over the nodes the graph had before either.
 """
@@ -101,30 +103,46 @@ class _Graph:
         """One reading edge and no graph output (onnxruntime's condition for following an edge)."""
         return tensor not in self.outputs and len(self.readers(tensor)) == 1
 
-    def insert_pair(self, tensor: str, reader: tuple[onnx.NodeProto, int] | None, like: onnx.NodeProto) -> None:
-        """Q(tensor) -> DQ (``like``'s scale and zero point) before ``reader`` (node, input index), which then reads
-        the DQ; with no reader, ``tensor`` is a graph output: its producer writes a new name, the DQ ``tensor``."""
-        source, out = tensor, self.fresh(f"{tensor}_post_dq", self.taken)
-        if reader is None:
+    def insert_pairs(self, tensor: str, readers: list[tuple[onnx.NodeProto, int]] | None, like: onnx.NodeProto) -> None:
+        """Q(tensor) -> a DQ (``like``'s scale and zero point) before each of ``readers`` (node, input index), which
+        then reads its own DQ; with None, ``tensor`` is a graph output: its producer writes a new name, the DQ
+        ``tensor``.  Names as onnxruntime's: ``{tensor}_q``, ``{tensor}_dq``, ``{tensor}_dq1``, ..."""
+        params, q_out = list(like.input[1:3]), self.fresh(f"{tensor}_q_to_dq", self.taken)
+        source, outs = tensor, []
+        if readers is None:
             producer = self.producer(tensor)
             assert producer is not None
-            source, out = self.fresh(f"{tensor}_pre_q", self.taken), tensor
+            source, outs = self.fresh(f"{tensor}_pre_q", self.taken), [tensor]
             producer.output[list(producer.output).index(tensor)] = source
             at = self.nodes.index(producer) + 1
         else:
-            reader[0].input[reader[1]] = out
-            at = self.nodes.index(reader[0])
-        params, q_out = list(like.input[1:3]), self.fresh(f"{tensor}_q_to_dq", self.taken)
+            at = min(self.nodes.index(node) for node, _ in readers)
+            for k, (node, i) in enumerate(readers):
+                outs.append(self.fresh(f"{tensor}_post_dq{k or ''}", self.taken))
+                node.input[i] = outs[-1]
         self.nodes[at:at] = [
             onnx.helper.make_node("QuantizeLinear", [source, *params], [q_out], name=self.fresh(f"{tensor}_q", self.node_names),
                                   domain=like.domain),
-            onnx.helper.make_node("DequantizeLinear", [q_out, *params], [out], name=self.fresh(f"{tensor}_dq", self.node_names),
-                                  domain=like.domain)]
+            *(onnx.helper.make_node("DequantizeLinear", [q_out, *params], [out], domain=like.domain,
+                                    name=self.fresh(f"{tensor}_dq{k or ''}", self.node_names)) for k, out in enumerate(outs))]
         self.inserted += 1
 
 
 def _is(node: onnx.NodeProto | None, op_type: str) -> bool:
     return node is not None and node.op_type == op_type and node.domain in _QDQ_DOMAINS
+
+
+def _next_edges(g: _Graph, node: onnx.NodeProto) -> list[tuple[onnx.NodeProto, int]] | None:
+    """Where a DQ goes on past ``node`` (onnxruntime's ``GetNextPropagationEdges``): each edge out of its output
+    but those into a Q (``[]``: nowhere), or None for the edge to the graph output its output is when nothing
+    reads it."""
+    if not g.propagates(node):
+        return []
+    out = node.output[0]
+    readers = g.readers(out)
+    if not readers:
+        return None if out in g.outputs else []
+    return [] if out in g.outputs else [(reader, i) for reader, i in readers if not _is(reader, "QuantizeLinear")]
 
 
 def _q_backward(g: _Graph, q: onnx.NodeProto) -> None:
@@ -137,29 +155,24 @@ def _q_backward(g: _Graph, q: onnx.NodeProto) -> None:
         source = g.producer(tensor)
         if source is None:  # a graph input or initializer: a pair on that edge ends the walk
             if tensor in g.inputs or tensor in g.constants:
-                g.insert_pair(tensor, (node, 0), q)
+                g.insert_pairs(tensor, [(node, 0)], q)
             return
         if not g.single_edge(tensor) or _is(source, "DequantizeLinear"):
             return
-        g.insert_pair(tensor, (node, 0), q)
+        g.insert_pairs(tensor, [(node, 0)], q)
         node = source
 
 
 def _dq_forward(g: _Graph, dq: onnx.NodeProto) -> None:
-    tensor = dq.output[0]
-    if not g.single_edge(tensor):
+    if not g.single_edge(dq.output[0]):
         return
-    node = g.readers(tensor)[0][0]
-    while g.propagates(node):
-        out = node.output[0]
-        readers = g.readers(out)
-        if out in g.outputs and not readers:  # the last edge: to the graph output
-            g.insert_pair(out, None, dq)
-            return
-        if not g.single_edge(out) or _is(readers[0][0], "QuantizeLinear"):
-            return
-        g.insert_pair(out, readers[0], dq)
-        node = readers[0][0]
+    nodes = [g.readers(dq.output[0])[0][0]]
+    while nodes:  # depth first, as onnxruntime's stack of edge groups
+        node = nodes.pop()
+        edges = _next_edges(g, node)
+        if edges != []:
+            g.insert_pairs(node.output[0], edges, dq)
+            nodes.extend(reader for reader, _ in edges or [])
 
 
 def propagate_quantizers(model: onnx.ModelProto) -> int:
