@@ -30,6 +30,7 @@ outputs are compared frame by frame with the single-frame outputs.
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from pathlib import Path
 
@@ -40,6 +41,8 @@ from cimsplit.files import write_atomic
 from cimsplit.runtime.piece_costs import host_pieces_of, latency_prediction, stream_prediction
 from cimsplit.runtime.plan import dumps
 from cimsplit.runtime.session import CIM_TIMINGS
+
+log = logging.getLogger(__name__)
 
 ATOL = 1e-4
 RTOL = 1e-3
@@ -160,8 +163,10 @@ def is_quantized(model_path: str) -> bool:
 
 
 def reference_outputs(model_path: str, feeds: dict[str, np.ndarray], names: list[str], threads: int,
-                      custom_op_libraries: list[str] = (), frozen: dict[str, list[float]] | None = None) -> dict[str, np.ndarray]:
-    """The original model's outputs on ``feeds`` in plain onnxruntime; inputs frozen at compile time take their values."""
+                      custom_op_libraries: list[str] = (), frozen: dict[str, list[float]] | None = None,
+                      shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, np.ndarray]:
+    """The original model's outputs on ``feeds`` in plain onnxruntime; inputs frozen at compile time take their values,
+    and symbolic input dims the ``shapes`` it was compiled for (:func:`_at_shapes`)."""
     import onnxruntime as ort
 
     from cimsplit.runtime.devices import session_options
@@ -171,7 +176,8 @@ def reference_outputs(model_path: str, feeds: dict[str, np.ndarray], names: list
         raise CimsplitError(f"the original model {path} is gone (moved or deleted), so --check cannot run",
                             hint="put it back or recompile")
     try:
-        session = ort.InferenceSession(str(path), sess_options=session_options(threads, custom_op_libraries=custom_op_libraries),
+        session = ort.InferenceSession(_at_shapes(path, shapes or {}),
+                                       sess_options=session_options(threads, custom_op_libraries=custom_op_libraries),
                                        providers=["CPUExecutionProvider"])
     except CimsplitError:
         raise
@@ -187,6 +193,30 @@ def reference_outputs(model_path: str, feeds: dict[str, np.ndarray], names: list
             feeds[spec.name] = values_in.reshape(shape) if values_in.size == int(np.prod(shape)) else np.full(shape, values_in[0])
     values = session.run(names, feeds)
     return dict(zip(names, values))
+
+
+def _at_shapes(path: Path, shapes: dict[str, tuple[int, ...]]) -> str | bytes:
+    """``path``, or the model with its symbolic input dims fixed to ``shapes`` (``--input-shape`` at compile time).
+
+    onnxruntime optimizes a model whose shapes it knows further than one whose batch is symbolic: it folds
+    ``Shape`` subgraphs and an ``If`` on them, and fuses the QDQ pairs that meet across the folded nodes (an
+    int8 Conv -> If(batch == 1) -> Q runs a float Conv with a symbolic batch, QLinearConv with batch 1).  The
+    split runs the shapes it was compiled for, so the reference does too."""
+    import onnx
+
+    from cimsplit.compiler.loader import apply_input_shapes, declared_dims, real_inputs
+
+    model = onnx.load(str(path), load_external_data=False)
+    symbolic = {vi.name for vi in real_inputs(model.graph) if None in (declared_dims(vi) or [None])}
+    if not symbolic & set(shapes):
+        return str(path)
+    model = onnx.load(str(path))
+    apply_input_shapes(model, {name: shapes[name] for name in symbolic & set(shapes)})
+    try:
+        return model.SerializeToString()
+    except ValueError:  # over protobuf's 2 GB: the model as it is
+        log.warning("the reference runs %s with its symbolic input dims (too large to fix them)", path)
+        return str(path)
 
 
 _ORT_TYPES = {"tensor(float)": "float32", "tensor(double)": "float64", "tensor(float16)": "float16",
@@ -278,7 +308,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.check:
         ref = reference_outputs(session.manifest.model_path, feeds, list(outputs), args.threads, args.custom_op_library,
-                                frozen=session.manifest.plan.report.get("frozen_inputs"))
+                                frozen=session.manifest.plan.report.get("frozen_inputs"),
+                                shapes={spec.name: tuple(spec.shape) for spec in session.manifest.inputs  # type: ignore[misc]
+                                        if all(isinstance(d, int) for d in spec.shape)})
         exact = is_quantized(session.manifest.model_path)
         ok = True
         rule = "bit-identical (quantized model)" if exact else f"atol {ATOL:g}, rtol {RTOL:g}"

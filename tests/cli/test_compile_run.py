@@ -318,3 +318,56 @@ def test_quantized_models_are_checked_bit_for_bit(tmp_path) -> None:
     assert [row[3] for row in compare(one_ulp, ref, exact=False)] == [True, True]  # float: within 1e-4
     # max abs diff 0.5 on yq; relative to 0.5 at that element: 1.0
     assert compare(one_step, ref, exact=True)[0][1:3] == (0.5, 1.0)
+
+
+def test_check_runs_the_original_at_the_shapes_it_was_compiled_for(tmp_path, capsys) -> None:
+    """x[batch,16,6,6] -> Q/DQ (0.05, 0) -> Conv (DQ of int8 weights, 16 -> 8, 3x3) -> If(Shape(c)[0] == 1)
+    { then: Identity(c), else: Relu(c) } -> Q/DQ (0.1, 0) -> y, compiled with --input-shape x=1,2,4,4.
+
+    onnxruntime runs a float Conv for the model as written (the If, undecided while the batch is symbolic,
+    stands between the Conv and its Q) and a QLinearConv once the batch is 1 (it folds the If): here one
+    quantization step (0.003) apart.  ``run --check`` compares with the second, the model the split was compiled for."""
+    from graphs import kernels
+
+    rng = np.random.default_rng(3)
+    constants = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
+                 (("s", 0.05, np.float32), ("z", 0, np.int8), ("so", 0.003, np.float32), ("ws", 0.002, np.float32),
+                  ("wz", 0, np.int8), ("zero", 0, np.int64), ("one", 1, np.int64))]
+    constants.append(numpy_helper.from_array(rng.integers(-100, 100, (8, 16, 3, 3)).astype(np.int8), "wq"))
+
+    def branch(op: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["c"], [f"{op}_out"], name=op)], op, [],
+                                 [helper.make_tensor_value_info(f"{op}_out", TensorProto.FLOAT, None)])
+
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], name="dqw"),
+             helper.make_node("Conv", ["xd", "w"], ["c"], name="conv"),
+             helper.make_node("Shape", ["c"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "zero"], ["batch"], name="gather", axis=0),
+             helper.make_node("Equal", ["batch", "one"], ["cond"], name="equal"),
+             helper.make_node("If", ["cond"], ["t"], name="if", then_branch=branch("Identity"), else_branch=branch("Relu")),
+             helper.make_node("QuantizeLinear", ["t", "so", "z"], ["tq"], name="qt"),
+             helper.make_node("DequantizeLinear", ["tq", "so", "z"], ["y"], name="dqt")]
+    graph = helper.make_graph(nodes, "dynamic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, 4, 4])], initializer=constants)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(model, path)
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    fixed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    assert kernels(model)["Conv"] == 1 and kernels(fixed)["QLinearConv"] == 1
+    x = np.random.default_rng(0).standard_normal((1, 16, 6, 6)).astype(np.float32)  # --seed 0, as the run draws it
+    as_written, at_batch_1 = (ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0] for m in (model, fixed))
+    assert not np.array_equal(as_written, at_batch_1)
+
+    out = tmp_path / "out"
+    assert main(["compile", str(path), "-o", str(out), "--input-shape", "x=1,16,6,6", *FAST_CIM]) == 0
+    npz = tmp_path / "y.npz"
+    assert main(["run", str(out), "--check", "--save-outputs", str(npz)]) == 0
+    assert "y: max abs diff 0, max rel diff 0 OK" in capsys.readouterr().out
+    with np.load(npz) as saved:
+        np.testing.assert_array_equal(saved["y"], at_batch_1)

@@ -25,8 +25,6 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from cimsplit.runtime.devices import session_options
-
 BUDGETS = (0, 2, 10, 1000)
 ATOL, RTOL = 1e-4, 1e-3
 INT8_BIT_EXACT = True
@@ -95,10 +93,11 @@ def _feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
 
 
 def _ort_run(model_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The reference `run --check` uses: the runtime's own session options (int8 Q/DQ pairs stay int8)."""
-    session = ort.InferenceSession(str(model_path), session_options(1), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, feeds)))
+    """The reference `run --check` uses: the runtime's own session options, symbolic input dims fixed to the feeds'."""
+    from cimsplit.cli.run_cmd import reference_outputs
+
+    names = [o.name for o in onnx.load(str(model_path), load_external_data=False).graph.output]
+    return reference_outputs(str(model_path), feeds, names, 1, shapes={k: v.shape for k, v in feeds.items()})
 
 
 def _compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], exact: bool) -> str | None:

@@ -5,7 +5,9 @@ output as ``batch`` and every ``x.view(x.size(0), ...)`` as a shape subgraph,
 ``Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), rest))``, which no constant folding can remove
 while the batch is unknown.  :func:`as_dynamic_export` makes a fuzz model so: its inputs and outputs
 get the symbolic batch, each Reshape whose constant shape starts with the batch gets that subgraph,
-and a random 4-D activation gets a same-shape view through it.  The model is compiled with
+a random 4-D activation gets a same-shape view through it, and another one passes an ``If`` on the
+batch (``x if x.size(0) == 1 else relu(x)``, traced control flow), whose branches read it from the
+outer scope.  The model is compiled with
 ``--input-shape`` (the batch it had) and checked against onnxruntime on the dynamic model.
 """
 
@@ -40,6 +42,22 @@ def _view_shape(data: str, rest: list[int], tag: str) -> tuple[list[onnx.NodePro
     return nodes, [zero, axes, tail], names[3]
 
 
+def _if_on_batch(data: str, target: str, tag: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """``target = data if data.shape[0] == 1 else Relu(data)``, the branches reading ``data`` from the outer scope."""
+    zero, one = (numpy_helper.from_array(np.array(v, np.int64), f"{tag}_{k}") for k, v in (("index", 0), ("one", 1)))
+    def branch(op: str) -> onnx.GraphProto:
+        out = helper.make_tensor_value_info(f"{tag}_{op.lower()}_out", TensorProto.FLOAT, None)
+        return helper.make_graph([helper.make_node(op, [data], [out.name], name=f"{tag}_{op}")], f"{tag}_{op.lower()}", [], [out])
+    nodes = [
+        helper.make_node("Shape", [data], [f"{tag}_shape"], name=f"{tag}_Shape"),
+        helper.make_node("Gather", [f"{tag}_shape", zero.name], [f"{tag}_batch"], name=f"{tag}_Gather", axis=0),
+        helper.make_node("Equal", [f"{tag}_batch", one.name], [f"{tag}_cond"], name=f"{tag}_Equal"),
+        helper.make_node("If", [f"{tag}_cond"], [target], name=f"{tag}_If", then_branch=branch("Identity"),
+                         else_branch=branch("Relu")),
+    ]
+    return nodes, [zero, one]
+
+
 def as_dynamic_export(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
     """``model`` (batch 1 on every input) with a symbolic batch and its views computed from it (a checked copy)."""
     rng = np.random.default_rng([seed, 2027])
@@ -61,12 +79,18 @@ def as_dynamic_export(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
         nodes.append(node)
     activations = [(i, t) for i, n in enumerate(nodes) for t in n.output
                    if len(shapes.get(t, [])) == 4 and all(shapes[t]) and shapes[t][0] == 1]
-    if activations:
-        i, tensor = activations[int(rng.integers(len(activations)))]
-        before = f"{tensor}__before_view"
+    picked = rng.choice(len(activations), size=min(2, len(activations)), replace=False) if activations else []
+    for k in sorted(picked, key=lambda k: -activations[k][0]):  # from the last, so earlier positions stay valid
+        i, tensor = activations[k]
+        view_it = k == picked[0]
+        before = f"{tensor}__before_{'view' if view_it else 'if'}"
         nodes[i].output[list(nodes[i].output).index(tensor)] = before
-        view, values, name = _view_shape(before, shapes[tensor][1:], "sameview")
-        nodes[i + 1:i + 1] = [*view, helper.make_node("Reshape", [before, name], [tensor], name="sameview_Reshape")]
+        if view_it:
+            view, values, name = _view_shape(before, shapes[tensor][1:], "sameview")
+            view.append(helper.make_node("Reshape", [before, name], [tensor], name="sameview_Reshape"))
+        else:
+            view, values = _if_on_batch(before, tensor, "batchif")
+        nodes[i + 1:i + 1] = view
         graph.initializer.extend(values)
     del graph.node[:]
     graph.node.extend(nodes)

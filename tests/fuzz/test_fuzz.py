@@ -92,9 +92,11 @@ def test_clutter_adds_three_no_ops_and_constant_weights_deterministically(seed: 
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("seed", (13, 209))
+@pytest.mark.parametrize("seed", (13, 209, 2029))
 def test_seed_exported_with_a_dynamic_batch_compiles_and_runs_like_onnxruntime(seed: int, tmp_path: Path) -> None:
-    """Compiled with ``--input-shape`` (the harness fixes the symbolic batch to 1).  Seed 209 (int8): a view
+    """Compiled with ``--input-shape`` (the harness fixes the symbolic batch to 1; the reference runs the model at
+    that batch, as ``run --check`` does).  Seed 2029 (int8): Conv -> If(batch == 1) -> Q, a float Conv with a
+    symbolic batch, QLinearConv at batch 1, one step (1.41) apart.  Seed 209 (int8): a view
     ``x.view(x.size(0), ...)`` after a Q/DQ pair, read by a MatMul and an AveragePool; onnxruntime carries the DQ
     over the Reshape with one Q and a DQ per reader, which stay int8, so the MatMul runs in float.  cimsplit
     inserted nothing there, converted the cut pair, and partitioned.onnx ran a QLinearMatMul: 3.03 off."""
@@ -103,7 +105,8 @@ def test_seed_exported_with_a_dynamic_batch_compiles_and_runs_like_onnxruntime(s
 
 def test_dynamic_export_gives_a_symbolic_batch_and_views_from_shapes() -> None:
     """Seed 13: every input and output batch symbolic, each constant-shape Reshape (and one added same-shape view)
-    reading its target from Shape -> Gather -> Unsqueeze -> Concat, the same bytes twice, the same outputs."""
+    reading its target from Shape -> Gather -> Unsqueeze -> Concat, one If on the batch, the same bytes twice,
+    the same outputs."""
     import onnxruntime as ort
 
     model = seeded_model(13, max_steps=16)
@@ -113,6 +116,7 @@ def test_dynamic_export_gives_a_symbolic_batch_and_views_from_shapes() -> None:
     producers = {out: n for n in exported.graph.node for out in n.output}
     reshapes = [n for n in exported.graph.node if n.op_type == "Reshape"]
     assert len(reshapes) == 1 + sum(n.op_type == "Reshape" for n in model.graph.node)
+    assert [n.op_type for n in exported.graph.node].count("If") == 1
     for reshape in reshapes:
         chain, tensor = [], reshape.input[1]
         for _ in range(4):
