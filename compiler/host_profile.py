@@ -104,7 +104,8 @@ class HostProfile:
     cache_file: str | None = field(default=None, compare=False)
     """Where the cached copy lives when it was profiled on this machine; not saved."""
     remeasured: bool = field(default=False, compare=False)
-    """The cache measured it twice because the first profile was outside SUM_OVER_MODEL; not saved."""
+    """The cache measured it twice because the first profile was outside SUM_OVER_MODEL (saved only when true, so
+    a profile read back from the cache warns in the same words)."""
 
     @property
     def sum_of_medians_ns(self) -> float:
@@ -180,6 +181,7 @@ class HostProfile:
             "sum_over_model": self.sum_over_model,
             "nodes": self.nodes,
             "model_median_ns": self.model_median_ns,
+            **({"remeasured": True} if self.remeasured else {}),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -270,6 +272,7 @@ class HostProfile:
             nodes={name: dict(stats) for name, stats in nodes.items()},
             model_median_ns={key: float(medians[key]) for key in _MODEL_KEYS},
             source=source,
+            remeasured=data.get("remeasured") is True,
         )
 
 

@@ -296,6 +296,19 @@ def test_a_profile_outside_the_band_warns_with_its_figures():
     assert hand_profile({"a": 1500.0}, 1000.0).warnings == () and hand_profile({"a": 2 * ms}, 0.999 * ms).warnings == ()
 
 
+def test_a_profile_measured_twice_says_so_when_read_back(tmp_path):
+    """The cache keeps a remeasured profile with its flag: the compile that measured it and every later one that
+    reads it warn in the same words (plan.json the same); a profile measured once saves no flag."""
+    ms = 1e6
+    twice = hand_profile({"a": ms, "b": 0.5 * ms}, ms, remeasured=True)
+    twice.save(tmp_path / "twice.json")
+    hand_profile({"a": ms}, ms).save(tmp_path / "once.json")
+    assert twice.warnings[0].startswith("host profile (measured twice): the sum of per-node medians 1.5 ms")
+    assert HostProfile.load(tmp_path / "twice.json").warnings == twice.warnings
+    assert "remeasured" not in json.loads((tmp_path / "once.json").read_text())
+    assert HostProfile.load(tmp_path / "once.json").remeasured is False
+
+
 def test_format_1_profiles_are_read_as_optimizations_off(tmp_path):
     path = tmp_path / "v1.json"
     path.write_text(json.dumps({
