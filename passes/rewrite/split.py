@@ -192,13 +192,18 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
     for tr in plan.transfers:
         by_tensor.setdefault(tr.tensor, []).append(tr)
 
+    copies: dict[str, str] = {}
+    """Each top-level tensor a node writes -> the model's tensor it holds."""
+
     def transfer_nodes(tensor: str) -> list[onnx.NodeProto]:
         made = []
         for tr in by_tensor.get(tensor, ()):
+            target = _name_on(tensor, tr.dst_device, home[tensor], outputs, taken)
+            copies[target] = tensor
             made.append(helper.make_node(
                 TRANSFER_OP,
                 [_name_on(tensor, tr.src_device, home[tensor], outputs, taken)],
-                [_name_on(tensor, tr.dst_device, home[tensor], outputs, taken)],
+                [target],
                 name=tr.name,
                 domain=TRANSFER_DOMAIN,
                 src_device=tr.src_device,
@@ -233,6 +238,7 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
         ))
         args = [_name_on(t, spec.device, home.get(t, HOST), outputs, taken) for t in spec.inputs] + list(spec.initializers)
         results = [_name_on(t, spec.device, home[t], outputs, taken) for t in spec.outputs]
+        copies.update(zip(results, spec.outputs))
         top_nodes.append(helper.make_node(spec.name, args, results, name=spec.name, domain=PARTITION_DOMAIN))
         for w in spec.initializers:
             if w not in used_weights:
@@ -240,12 +246,17 @@ def partitioned_model(model: onnx.ModelProto, plan: SplitPlan) -> onnx.ModelProt
         for t in spec.outputs:
             top_nodes.extend(transfer_nodes(t))
 
+    # Every tensor between the calls declared: onnx cannot infer what a partition's contrib operator
+    # (QOperator's com.microsoft QLinearAdd) writes, and a Transfer's body wants its input's type.
+    ends = set(plan.inputs) | set(plan.outputs)
+    between = {top: tensor for top, tensor in copies.items() if top not in ends}
     top = helper.make_graph(
         top_nodes,
         f"{graph.name or 'model'}_partitioned",
         [_copy_info(_info(infos, t)) for t in plan.inputs],
         [_copy_info(_info(infos, t)) for t in plan.outputs],
         initializer=[weights[w] for w in used_weights],
+        value_info=[_copy_info(_info(infos, tensor), top) for top, tensor in between.items()],
     )
     extra = [helper.make_opsetid(TRANSFER_DOMAIN, 1), helper.make_opsetid(PARTITION_DOMAIN, 1)]
     out = helper.make_model(top, opset_imports=opsets + extra, producer_name="cimsplit",
