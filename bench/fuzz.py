@@ -1,7 +1,8 @@
 """Differential fuzzing campaign: random valid models through compile and run, against onnxruntime.
 
     .venv/bin/python bench/fuzz.py --seeds 0-999 [--budgets 0,2,10,1000] [--time-limit 2]
-                                   [--max-steps 10] [--clutter] [--dynamic] [--keep DIR] [--save bench/results/fuzz_campaign.txt]
+                                   [--max-steps 10] [--clutter] [--dynamic] [--quantizer NAME|random] [--keep DIR]
+                                   [--save bench/results/fuzz_campaign.txt]
 
 Every seed's model (tests/fuzz/random_models.py; its int8 QDQ variant for
 every 5th seed) is compiled at each budget with a deterministic host profile
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fuzz"))
 
-from differential import BUDGETS, check_seed, is_int8_seed  # noqa: E402
+from differential import BUDGETS, check_seed, is_int8_seed, quantizer_of  # noqa: E402
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -42,6 +43,8 @@ def main() -> int:
     parser.add_argument("--clutter", action="store_true", help="add exporter clutter to every model (tests/fuzz/clutter.py)")
     parser.add_argument("--dynamic", action="store_true",
                         help="give every model a symbolic batch and PyTorch's views computed from it (tests/fuzz/export.py)")
+    parser.add_argument("--quantizer", default="s8s8-per-channel",
+                        help="the int8 seeds' onnxruntime quantizer configuration (tests/fuzz/quantizers.py), or random: one per seed")
     parser.add_argument("--keep", type=Path, help="keep failing seeds' folders here")
     parser.add_argument("--save", type=Path, help="also write the summary to this file")
     args = parser.parse_args()
@@ -54,13 +57,15 @@ def main() -> int:
     for i, seed in enumerate(seeds):
         with tempfile.TemporaryDirectory(prefix=f"fuzz{seed}-") as tmp:
             work = Path(tmp)
-            failures = check_seed(seed, work, max_steps=args.max_steps, clutter=args.clutter, dynamic=args.dynamic, budgets=budgets,
+            failures = check_seed(seed, work, max_steps=args.max_steps, clutter=args.clutter, dynamic=args.dynamic,
+                                  quantizer=args.quantizer, budgets=budgets,
                                   time_limit_s=args.time_limit, keep=args.keep is not None)
             for failure in failures:
                 counts[failure.kind] += 1
                 if seed not in failing[failure.kind]:
                     failing[failure.kind].append(seed)
-                line = f"seed {seed}{' (int8)' if is_int8_seed(seed) else ''}: {failure.line()}"
+                int8 = f" (int8 {quantizer_of(seed, args.quantizer)})" if is_int8_seed(seed) else ""
+                line = f"seed {seed}{int8}: {failure.line()}"
                 lines.append(line)
                 print(line, flush=True)
             if failures and args.keep is not None:
@@ -70,6 +75,7 @@ def main() -> int:
     elapsed = time.perf_counter() - start
     n_int8 = sum(1 for s in seeds if is_int8_seed(s))
     clutter = (", with exporter clutter" if args.clutter else "") + (", dynamic batch" if args.dynamic else "")
+    clutter += f", quantizer {args.quantizer}"
     summary = [
         f"fuzz campaign: seeds {args.seeds} ({len(seeds)} models, {n_int8} int8 QDQ{clutter}), budgets {args.budgets} crossbars, "
         f"time limit {args.time_limit:g} s, at most {args.max_steps} steps per model",

@@ -32,44 +32,19 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnxruntime.quantization import (
-    CalibrationDataReader,
-    CalibrationMethod,
-    QuantFormat,
-    QuantType,
-    quantize_dynamic,
-    quantize_static,
-)
+from onnxruntime.quantization import CalibrationDataReader, quantize_dynamic, quantize_static
 from onnxruntime.quantization.shape_inference import quant_pre_process
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fuzz"))
+
+from quantizers import S8, STATIC  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "quantizer_matrix.txt"
 CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
-S8, U8 = QuantType.QInt8, QuantType.QUInt8
-QDQ = {"quant_format": QuantFormat.QDQ}
-
-STATIC: dict[str, dict[str, Any]] = {
-    "s8s8-per-channel": {**QDQ, "activation_type": S8, "weight_type": S8, "per_channel": True},
-    "u8s8-per-tensor": {**QDQ, "activation_type": U8, "weight_type": S8},
-    "u8u8": {**QDQ, "activation_type": U8, "weight_type": U8},
-    "symmetric": {**QDQ, "activation_type": S8, "weight_type": S8, "per_channel": True,
-                  "extra_options": {"ActivationSymmetric": True, "WeightSymmetric": True}},
-    "keep-removable": {**QDQ, "activation_type": S8, "weight_type": S8, "per_channel": True,
-                       "extra_options": {"QDQKeepRemovableActivations": True}},
-    "dedicated-pairs": {**QDQ, "activation_type": S8, "weight_type": S8, "extra_options": {"DedicatedQDQPair": True}},
-    "float-bias": {**QDQ, "activation_type": S8, "weight_type": S8, "extra_options": {"QuantizeBias": False}},
-    "weight-qdq": {**QDQ, "activation_type": S8, "weight_type": S8, "extra_options": {"AddQDQPairToWeight": True}},
-    "percentile": {**QDQ, "activation_type": U8, "weight_type": S8, "calibrate_method": CalibrationMethod.Percentile},
-    "int16-activations": {**QDQ, "activation_type": QuantType.QInt16, "weight_type": S8},
-    "conv-only": {**QDQ, "activation_type": S8, "weight_type": S8, "op_types_to_quantize": ["Conv"]},
-    "contrib-ops": {**QDQ, "activation_type": S8, "weight_type": S8, "per_channel": True,
-                    "extra_options": {"UseQDQContribOps": True}},
-    "qoperator": {"quant_format": QuantFormat.QOperator, "activation_type": U8, "weight_type": S8, "per_channel": True},
-}
 CONFIGS = [*STATIC, "dynamic", "pre-processed"]
 
 

@@ -200,9 +200,17 @@ def is_int8_seed(seed: int) -> bool:
     return seed % 5 == 4
 
 
+def quantizer_of(seed: int, quantizer: str) -> str:
+    """The quantizer configuration of an int8 seed: ``quantizer``, or for ``random`` one drawn from the seed."""
+    from quantizers import STATIC
+
+    return list(STATIC)[int(np.random.default_rng([seed, 2028]).integers(len(STATIC)))] if quantizer == "random" else quantizer
+
+
 def check_seed(seed: int, work: Path, *, max_steps: int = 10, clutter: bool = False, dynamic: bool = False,
-               **options) -> list[Failure]:  # noqa: ANN003
-    """Generate seed's model (its QDQ variant for every 5th seed) in ``work`` and :func:`check_model` it;
+               quantizer: str = "s8s8-per-channel", **options) -> list[Failure]:  # noqa: ANN003
+    """Generate seed's model (its int8 variant for every 5th seed, from ``quantizer``'s configuration, or
+    ``random``'s: :func:`quantizer_of`) in ``work`` and :func:`check_model` it;
     ``clutter``: with exporter clutter added to the model (quantized or not) (:func:`clutter.add_clutter`);
     ``dynamic``: with a symbolic batch and views computed from it (:func:`export.as_dynamic_export`)."""
     from clutter import add_clutter
@@ -214,7 +222,7 @@ def check_seed(seed: int, work: Path, *, max_steps: int = 10, clutter: bool = Fa
     try:
         model = seeded_model(seed, max_steps=max_steps)
         if quantized:
-            path = quantize(model, work, seed)
+            path = quantize(model, work, seed, quantizer_of(seed, quantizer))
         else:
             path = work / "model.onnx"
             onnx.save(model, str(path))

@@ -329,9 +329,11 @@ def input_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
     return {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input}
 
 
-def quantize(model: onnx.ModelProto, folder: Path, seed: int = 0) -> Path:
-    """The QDQ int8 variant (per-channel weights) from onnxruntime's ``quantize_static``, seeded calibration."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+def quantize(model: onnx.ModelProto, folder: Path, seed: int = 0, config: str = "s8s8-per-channel") -> Path:
+    """The int8 variant from onnxruntime's ``quantize_static`` in ``config`` (:data:`quantizers.STATIC`; by default
+    QDQ, int8 activations and per-channel int8 weights), seeded calibration."""
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+    from quantizers import STATIC
 
     folder = Path(folder)
     src = folder / "float_for_quant.onnx"
@@ -347,8 +349,7 @@ def quantize(model: onnx.ModelProto, folder: Path, seed: int = 0) -> Path:
             return next(self.data, None)
 
     out = folder / "model.onnx"
-    quantize_static(str(src), str(out), Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
-                    weight_type=QuantType.QInt8, per_channel=True)
+    quantize_static(str(src), str(out), Reader(), **STATIC[config])
     src.unlink()
     return out
 

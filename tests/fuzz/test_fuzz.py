@@ -52,6 +52,14 @@ def test_int8_cuts_are_unsigned_where_onnxruntime_makes_them_so(seed: int, tmp_p
     assert [f.line() for f in check_seed(seed, tmp_path, max_steps=16, budgets=(2,))] == []
 
 
+@pytest.mark.parametrize(("seed", "quantizer"), ((14, "qoperator"), (9, "u8u8"), (4, "symmetric")))
+def test_seed_in_another_quantizer_configuration(seed: int, quantizer: str, tmp_path: Path) -> None:
+    """Seed 14 in QOperator format: a partition ending at a com.microsoft QLinearAdd's int8 tensor, whose type onnx
+    cannot infer, so the Transfer after it failed onnx.checker's full check of partitioned.onnx (the top level now
+    declares every tensor between calls)."""
+    assert [f.line() for f in check_seed(seed, tmp_path, max_steps=16, budgets=(2,), quantizer=quantizer)] == []
+
+
 def test_a_graph_onnxslim_breaks_is_slimmed_without_its_fusions(tmp_path: Path) -> None:
     """Seed 7246 (float): onnxslim's fusions return a graph whose Sigmoid and Conv read a tensor nothing computes
     (a Transpose -> Reshape gone with an Add folded into the Conv both read); the front end then slims without
