@@ -17,7 +17,7 @@ import io
 import json
 import shutil
 import traceback
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,14 +100,15 @@ def _ort_run(model_path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.nda
     return reference_outputs(str(model_path), feeds, names, 1, shapes={k: v.shape for k, v in feeds.items()})
 
 
-def _compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], exact: bool) -> str | None:
+def _compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], exact: Collection[str]) -> str | None:
+    """The first difference ``run --check`` would report (bit for bit for the outputs in ``exact``), or None."""
     if set(got) != set(ref):
         return f"outputs {sorted(got)} != {sorted(ref)}"
     for name, want in ref.items():
         have = np.asarray(got[name])
         if have.shape != want.shape or have.dtype != want.dtype:
             return f"{name}: {have.dtype}{list(have.shape)} != {want.dtype}{list(want.shape)}"
-        if exact:
+        if name in exact:
             if not np.array_equal(have, want):
                 return f"{name}: not bit-identical, max |diff| {float(np.max(np.abs(have - want))):.3g}"
         elif not np.allclose(have, want, atol=ATOL, rtol=RTOL):
@@ -166,7 +167,9 @@ def check_model(model_path: Path, work: Path, *, quantized: bool, seed: int = 0,
         profile = synthetic_profile(model_path, work / "host_profile.json", flags)
     except Exception as exc:  # noqa: BLE001
         return [Failure("generator", None, f"{type(exc).__name__}: {exc} | {_where(exc)}")]
-    exact = quantized
+    from cimsplit.cli.run_cmd import exact_outputs
+
+    exact = exact_outputs(str(model_path)) if quantized else frozenset()
     mismatch = "int8-mismatch" if quantized and not INT8_BIT_EXACT else "mismatch"
     failures: list[Failure] = []
     for budget in budgets:
