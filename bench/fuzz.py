@@ -1,7 +1,7 @@
 """Differential fuzzing campaign: random valid models through compile and run, against onnxruntime.
 
     .venv/bin/python bench/fuzz.py --seeds 0-999 [--budgets 0,2,10,1000] [--time-limit 2]
-                                   [--max-steps 10] [--clutter] [--dynamic] [--quantizer NAME|random] [--keep DIR]
+                                   [--max-steps 10] [--clutter] [--dynamic] [--quantizer NAME|random] [--int8-only] [--keep DIR]
                                    [--save bench/results/fuzz_campaign.txt]
 
 Every seed's model (tests/fuzz/random_models.py; its int8 QDQ variant for
@@ -45,10 +45,11 @@ def main() -> int:
                         help="give every model a symbolic batch and PyTorch's views computed from it (tests/fuzz/export.py)")
     parser.add_argument("--quantizer", default="s8s8-per-channel",
                         help="the int8 seeds' onnxruntime quantizer configuration (tests/fuzz/quantizers.py), or random: one per seed")
+    parser.add_argument("--int8-only", action="store_true", help="only the seeds whose model is quantized (every 5th)")
     parser.add_argument("--keep", type=Path, help="keep failing seeds' folders here")
     parser.add_argument("--save", type=Path, help="also write the summary to this file")
     args = parser.parse_args()
-    seeds = parse_seeds(args.seeds)
+    seeds = [s for s in parse_seeds(args.seeds) if is_int8_seed(s) or not args.int8_only]
     budgets = tuple(int(b) for b in args.budgets.split(","))
     counts: collections.Counter[str] = collections.Counter()
     failing: dict[str, list[int]] = collections.defaultdict(list)
