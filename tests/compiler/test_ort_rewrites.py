@@ -80,6 +80,23 @@ def test_the_no_ops_onnxruntime_removes_are_removed_and_the_rest_kept() -> None:
     np.testing.assert_array_equal(_outputs(edited)[0], _outputs(model)[0])
 
 
+def test_a_cast_after_contrib_quantizers_is_known_to_change_nothing() -> None:
+    """x -> Q/DQ (com.microsoft) -> Conv -> Cast(float) -> Q/DQ (com.microsoft) -> y: onnx infers no type after a
+    contrib DQ, yet the Cast is to the float the Conv writes, and onnxruntime removes it; so does drop_no_ops
+    (fuzz seed 8519 with exporter clutter kept it, and a cut there split the Conv from its Q)."""
+    nodes = [_q("x", "xq"), _dq("xq", "xd"), *_conv("xd", "c"),
+             helper.make_node("Cast", ["c"], ["cf"], name="cast", to=TensorProto.FLOAT), _q("cf", "cq"), _dq("cq", "y")]
+    model = _model(nodes, {"y": [1, 8, 6, 6]})
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    for node in model.graph.node:
+        if node.op_type.endswith("Linear") and node.name != "dqw_c":
+            node.domain = "com.microsoft"
+    edited = _edited(model, drop_no_ops)
+    assert [n.name for n in edited.graph.node] == ["q_xq", "dq_xd", "dqw_c", "conv_c", "q_cq", "dq_y"]
+    assert list(edited.graph.node[4].input)[:1] == ["c"]
+    np.testing.assert_array_equal(_outputs(edited)[0], _outputs(model)[0])
+
+
 def test_a_quantizer_is_carried_back_over_reshape_and_transpose_to_the_conv() -> None:
     """x -> Q/DQ -> Conv -> c -> Transpose -> Reshape -> Q/DQ -> y: two pairs, on c and on the Transpose's output,
     as onnxruntime inserts them (the same kernels run, QLinearConv among them), outputs equal to the bit."""
