@@ -42,7 +42,7 @@ from __future__ import annotations
 import onnx
 from onnx import defs, numpy_helper
 
-__all__ = ["PROPAGATING", "drop_no_ops", "propagate_quantizers"]
+__all__ = ["PROPAGATING", "drop_no_ops", "propagate_quantizers", "restore_quantizers", "standard_quantizers"]
 
 PROPAGATING = {"MaxPool": (12,), "Reshape": (5, 13, 14, 19), "Transpose": (1, 13), "Squeeze": (1, 11, 13),
                "Unsqueeze": (1, 11, 13), "Slice": (1, 10, 11, 13)}
@@ -208,23 +208,43 @@ def _passed_through(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto]
     return None
 
 
-def _standard_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` with ``com.microsoft`` Q/DQ nodes in the standard domain, for onnx's type inference: it
-    knows no contrib schema, so every type after them was unknown and a Cast to the type it already had stayed
-    (quantizer ``UseQDQContribOps``, fuzz seed 8519 with exporter clutter: the Cast between a MatMul and its Q
-    became a cut, and the MatMul alone in its partition ran as MatMulIntegerToFloat: 0.17-3.8 off)."""
+def standard_quantizers(model: onnx.ModelProto) -> tuple[onnx.ModelProto, frozenset[str]]:
+    """A copy of ``model`` with its ``com.microsoft`` Q/DQ nodes in the standard domain, and their outputs (by which
+    :func:`restore_quantizers` puts them back); ``model`` itself and nothing when the copy is no valid model (an int16
+    contrib Q below opset 21).
+
+    onnx's type inference and onnxslim know no contrib schema, so with the quantizer's ``UseQDQContribOps`` every
+    type and shape after a Q/DQ was unknown: a same-type Cast between a MatMul and its Q stayed (fuzz seed 8519 with
+    exporter clutter: a cut there left the MatMul alone in its partition, run as MatMulIntegerToFloat, 0.17-3.8
+    off), and Shape subgraphs and an ``If`` on the batch were not folded as onnxruntime folds them."""
+    contrib = frozenset(node.output[0] for node in model.graph.node
+                        if node.domain == "com.microsoft" and node.op_type in ("QuantizeLinear", "DequantizeLinear"))
+    if not contrib:
+        return model, contrib
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for node in copy.graph.node:
-        if node.domain == "com.microsoft" and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        if node.output and node.output[0] in contrib and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
             node.domain = ""
-    return copy
+    try:
+        onnx.shape_inference.infer_shapes(copy, check_type=True, strict_mode=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+        return model, frozenset()
+    return copy, contrib
+
+
+def restore_quantizers(model: onnx.ModelProto, contrib: frozenset[str]) -> onnx.ModelProto:
+    """``model`` with the Q/DQ nodes writing ``contrib`` (:func:`standard_quantizers`) back in ``com.microsoft``."""
+    for node in model.graph.node:
+        if node.output and node.output[0] in contrib and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            node.domain = "com.microsoft"
+    return model
 
 
 def drop_no_ops(model: onnx.ModelProto) -> int:
     """Remove, in place, the no-ops onnxruntime removes (module docstring) from the top-level graph; how many."""
     graph = model.graph
-    typed = onnx.shape_inference.infer_shapes(_standard_quantizers(model))
+    typed = onnx.shape_inference.infer_shapes(standard_quantizers(model)[0])
     types = {vi.name: vi.type.tensor_type.elem_type for vi in [*typed.graph.value_info, *typed.graph.input, *typed.graph.output]}
     types |= {t.name: t.data_type for t in graph.initializer}
     constants = {t.name: t for t in graph.initializer}

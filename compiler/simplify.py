@@ -41,7 +41,7 @@ import onnx
 import onnx.inliner
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS
-from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers
+from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers, restore_quantizers, standard_quantizers
 from cimsplit.errors import CimsplitError
 from cimsplit.ort_logging import ort_log_severity
 
@@ -78,9 +78,10 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
     # Nor are its no-ops removed there: onnxruntime keeps a Reshape to the same shape (onnxslim does not),
     # and removes what ort_rewrites.drop_no_ops removes after slimming.
     skipped = ["weight_tying"] + (["subexpression_elimination", "dead_node_elimination"] if _is_quantized(model) else [])
+    standard, contrib = standard_quantizers(model)  # (types and shapes through com.microsoft Q/DQ)
     for attempt in (skipped, sorted({*skipped, "graph_fusion", "subexpression_elimination"})):
         copy = onnx.ModelProto()
-        copy.CopyFrom(model)  # onnxslim edits its argument in place (freeze)
+        copy.CopyFrom(standard)  # onnxslim edits its argument in place (freeze)
         try:
             slimmed = onnxslim.slim(copy, skip_optimizations=attempt, skip_fusion_patterns=["FusionGemm"])
         except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
@@ -91,7 +92,7 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
             continue
         dangling = _dangling(slimmed.graph)
         if not dangling:
-            return slimmed
+            return restore_quantizers(slimmed, contrib)
         # (fuzz seed 7246: its fusions folded an Add into a Conv whose output a Transpose also read, and the
         # Transpose -> Reshape after it vanished)
         log.warning("onnxslim's graph reads %r, which nothing computes", dangling[0])

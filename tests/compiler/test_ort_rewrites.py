@@ -11,7 +11,7 @@ import onnxruntime as ort
 from graphs import kernels
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers
+from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers, restore_quantizers, standard_quantizers
 
 SCALE, ZERO = "s", "z"
 
@@ -95,6 +95,26 @@ def test_a_cast_after_contrib_quantizers_is_known_to_change_nothing() -> None:
     assert [n.name for n in edited.graph.node] == ["q_xq", "dq_xd", "dqw_c", "conv_c", "q_cq", "dq_y"]
     assert list(edited.graph.node[4].input)[:1] == ["c"]
     np.testing.assert_array_equal(_outputs(edited)[0], _outputs(model)[0])
+
+
+def test_contrib_quantizers_are_standard_for_inference_and_put_back() -> None:
+    """standard_quantizers moves com.microsoft Q/DQ to the standard domain (by their outputs), restore_quantizers
+    puts exactly those back; an int16 contrib pair, which the standard schema has only from opset 21, stays."""
+    nodes = [_q("x", "xq"), _dq("xq", "xd"), *_conv("xd", "c"), _q("c", "cq"), _dq("cq", "y")]
+    model = _model(nodes, {"y": [1, 8, 6, 6]})
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    for node in model.graph.node:
+        if node.name in ("q_xq", "dq_xd", "q_cq"):
+            node.domain = "com.microsoft"
+    standard, contrib = standard_quantizers(model)
+    assert contrib == {"xq", "xd", "cq"} and {n.domain for n in standard.graph.node} == {""}
+    assert [n.domain for n in model.graph.node] == ["com.microsoft", "com.microsoft", "", "", "com.microsoft", ""]
+    assert [n.domain for n in restore_quantizers(standard, contrib).graph.node] == [n.domain for n in model.graph.node]
+    wide = _edited(model, lambda m: m.graph.initializer.extend([numpy_helper.from_array(np.array(3, np.int16), "z16")]))
+    for node in wide.graph.node:
+        if node.name in ("q_xq", "dq_xd"):
+            node.input[2] = "z16"
+    assert standard_quantizers(wide) == (wide, frozenset())
 
 
 def test_a_quantizer_is_carried_back_over_reshape_and_transpose_to_the_conv() -> None:

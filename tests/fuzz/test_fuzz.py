@@ -61,6 +61,16 @@ def test_seed_in_another_quantizer_configuration(seed: int, quantizer: str, tmp_
     assert [f.line() for f in check_seed(seed, tmp_path, max_steps=16, budgets=(2,), quantizer=quantizer)] == []
 
 
+@pytest.mark.parametrize("seed", (8519, 8769))
+def test_contrib_quantizers_with_exporter_clutter_and_a_dynamic_batch(seed: int, tmp_path: Path) -> None:
+    """Quantized with com.microsoft Q/DQ (``UseQDQContribOps``), whose types onnx cannot infer: seed 8519's Cast
+    between a MatMul and its Q stayed, and the MatMul alone in its partition ran as MatMulIntegerToFloat (0.175
+    off); seed 8769's If on the batch stayed unfolded where onnxruntime folds it (0.821 off).  The front end now
+    infers and slims with the Q/DQ in the standard domain (ort_rewrites.standard_quantizers)."""
+    failures = check_seed(seed, tmp_path, max_steps=16, budgets=(0, 2), quantizer="contrib-ops", clutter=True, dynamic=True)
+    assert [f.line() for f in failures] == []
+
+
 def test_a_graph_onnxslim_breaks_is_slimmed_without_its_fusions(tmp_path: Path) -> None:
     """Seed 7246 (float): onnxslim's fusions return a graph whose Sigmoid and Conv read a tensor nothing computes
     (a Transpose -> Reshape gone with an Add folded into the Conv both read); the front end then slims without
