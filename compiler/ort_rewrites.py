@@ -48,6 +48,7 @@ PROPAGATING = {"MaxPool": (12,), "Reshape": (5, 13, 14, 19), "Transpose": (1, 13
                "Unsqueeze": (1, 11, 13), "Slice": (1, 10, 11, 13)}
 """Op type -> the opset versions (``since_version``) onnxruntime 1.32 propagates Q/DQ over."""
 _QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
+_QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 _NEUTRAL = {"Add": 0.0, "Sub": 0.0, "Mul": 1.0, "Div": 1.0}
 """A binary op and the constant it leaves its other input unchanged by (the constant second for Sub and Div)."""
 
@@ -217,14 +218,13 @@ def standard_quantizers(model: onnx.ModelProto) -> tuple[onnx.ModelProto, frozen
     type and shape after a Q/DQ was unknown: a same-type Cast between a MatMul and its Q stayed (fuzz seed 8519 with
     exporter clutter: a cut there left the MatMul alone in its partition, run as MatMulIntegerToFloat, 0.17-3.8
     off), and Shape subgraphs and an ``If`` on the batch were not folded as onnxruntime folds them."""
-    contrib = frozenset(node.output[0] for node in model.graph.node
-                        if node.domain == "com.microsoft" and node.op_type in ("QuantizeLinear", "DequantizeLinear"))
+    contrib = frozenset(node.output[0] for node in model.graph.node if node.domain == "com.microsoft" and node.op_type in _QDQ_OPS)
     if not contrib:
         return model, contrib
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     for node in copy.graph.node:
-        if node.output and node.output[0] in contrib and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        if node.output and node.output[0] in contrib and node.op_type in _QDQ_OPS:
             node.domain = ""
     try:
         onnx.shape_inference.infer_shapes(copy, check_type=True, strict_mode=True)
@@ -236,7 +236,7 @@ def standard_quantizers(model: onnx.ModelProto) -> tuple[onnx.ModelProto, frozen
 def restore_quantizers(model: onnx.ModelProto, contrib: frozenset[str]) -> onnx.ModelProto:
     """``model`` with the Q/DQ nodes writing ``contrib`` (:func:`standard_quantizers`) back in ``com.microsoft``."""
     for node in model.graph.node:
-        if node.output and node.output[0] in contrib and node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+        if node.output and node.output[0] in contrib and node.op_type in _QDQ_OPS:
             node.domain = "com.microsoft"
     return model
 
