@@ -1,8 +1,8 @@
 """Differential fuzzing campaign: random valid models through compile and run, against onnxruntime.
 
     .venv/bin/python bench/fuzz.py --seeds 0-999 [--budgets 0,2,10,1000] [--time-limit 2]
-                                   [--max-steps 10] [--clutter] [--dynamic] [--quantizer NAME|random] [--int8-only] [--keep DIR]
-                                   [--save bench/results/fuzz_campaign.txt]
+                                   [--max-steps 10] [--clutter] [--dynamic] [--quantizer NAME|random] [--opset 11] [--int8-only]
+                                   [--keep DIR] [--save bench/results/fuzz_campaign.txt]
 
 Every seed's model (tests/fuzz/random_models.py; its int8 QDQ variant for
 every 5th seed) is compiled at each budget with a deterministic host profile
@@ -45,6 +45,8 @@ def main() -> int:
                         help="give every model a symbolic batch and PyTorch's views computed from it (tests/fuzz/export.py)")
     parser.add_argument("--quantizer", default="s8s8-per-channel",
                         help="the int8 seeds' onnxruntime quantizer configuration (tests/fuzz/quantizers.py), or random: one per seed")
+    parser.add_argument("--opset", type=int, choices=(11, 17), default=17,
+                        help="11: models as an opset-11 exporter writes them (tests/fuzz/export.py)")
     parser.add_argument("--int8-only", action="store_true", help="only the seeds whose model is quantized (every 5th)")
     parser.add_argument("--keep", type=Path, help="keep failing seeds' folders here")
     parser.add_argument("--save", type=Path, help="also write the summary to this file")
@@ -59,7 +61,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix=f"fuzz{seed}-") as tmp:
             work = Path(tmp)
             failures = check_seed(seed, work, max_steps=args.max_steps, clutter=args.clutter, dynamic=args.dynamic,
-                                  quantizer=args.quantizer, budgets=budgets,
+                                  quantizer=args.quantizer, opset=args.opset, budgets=budgets,
                                   time_limit_s=args.time_limit, keep=args.keep is not None)
             for failure in failures:
                 counts[failure.kind] += 1
@@ -76,7 +78,7 @@ def main() -> int:
     elapsed = time.perf_counter() - start
     n_int8 = sum(1 for s in seeds if is_int8_seed(s))
     clutter = (", with exporter clutter" if args.clutter else "") + (", dynamic batch" if args.dynamic else "")
-    clutter += f", quantizer {args.quantizer}"
+    clutter += f", quantizer {args.quantizer}" + (f", opset {args.opset}" if args.opset != 17 else "")
     summary = [
         f"fuzz campaign: seeds {args.seeds} ({len(seeds)} models, {n_int8} int8 QDQ{clutter}), budgets {args.budgets} crossbars, "
         f"time limit {args.time_limit:g} s, at most {args.max_steps} steps per model",

@@ -211,21 +211,29 @@ def quantizer_of(seed: int, quantizer: str) -> str:
 
 
 def check_seed(seed: int, work: Path, *, max_steps: int = 10, clutter: bool = False, dynamic: bool = False,
-               quantizer: str = "s8s8-per-channel", **options) -> list[Failure]:  # noqa: ANN003
+               quantizer: str = "s8s8-per-channel", opset: int = 17, **options) -> list[Failure]:  # noqa: ANN003
     """Generate seed's model (its int8 variant for every 5th seed, from ``quantizer``'s configuration, or
     ``random``'s: :func:`quantizer_of`) in ``work`` and :func:`check_model` it;
     ``clutter``: with exporter clutter added to the model (quantized or not) (:func:`clutter.add_clutter`);
-    ``dynamic``: with a symbolic batch and views computed from it (:func:`export.as_dynamic_export`)."""
+    ``dynamic``: with a symbolic batch and views computed from it (:func:`export.as_dynamic_export`);
+    ``opset`` 11: written as an opset-11 exporter writes it (:func:`export.as_opset_11`; opset 11 has no per-channel
+    Q/DQ, so a per-channel configuration quantizes per tensor, as u8s8-per-tensor; int16 activations raise the
+    quantized model's opset to 21)."""
     from clutter import add_clutter
-    from export import as_dynamic_export
+    from export import as_dynamic_export, as_opset_11
+    from quantizers import STATIC
     from random_models import quantize, seeded_model
 
     work.mkdir(parents=True, exist_ok=True)
     quantized = is_int8_seed(seed)
     try:
         model = seeded_model(seed, max_steps=max_steps)
+        model = as_opset_11(model) if opset == 11 else model
+        config = quantizer_of(seed, quantizer)
+        if opset == 11 and STATIC[config].get("per_channel"):
+            config = "u8s8-per-tensor"
         if quantized:
-            path = quantize(model, work, seed, quantizer_of(seed, quantizer))
+            path = quantize(model, work, seed, config)
         else:
             path = work / "model.onnx"
             onnx.save(model, str(path))

@@ -28,18 +28,21 @@ def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     return values
 
 
-def _view_shape(data: str, rest: list[int], tag: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], str]:
-    """Nodes computing ``[data.shape[0], *rest]`` as PyTorch exports ``x.view(x.size(0), *rest)``."""
+def _view_shape(data: str, rest: list[int], tag: str, opset: int) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto], str]:
+    """Nodes computing ``[data.shape[0], *rest]`` as PyTorch exports ``x.view(x.size(0), *rest)`` (Unsqueeze's axes an
+    input from opset 13, an attribute before)."""
     zero, axes, tail = (numpy_helper.from_array(np.array(v, np.int64), f"{tag}_{k}")
                         for k, v in (("index", 0), ("axes", [0]), ("rest", rest)))
     names = [f"{tag}_{k}" for k in ("shape", "batch", "batch1", "target")]
+    unsqueeze = (helper.make_node("Unsqueeze", [names[1], axes.name], [names[2]], name=f"{tag}_Unsqueeze") if opset >= 13
+                 else helper.make_node("Unsqueeze", [names[1]], [names[2]], name=f"{tag}_Unsqueeze", axes=[0]))
     nodes = [
         helper.make_node("Shape", [data], [names[0]], name=f"{tag}_Shape"),
         helper.make_node("Gather", [names[0], zero.name], [names[1]], name=f"{tag}_Gather", axis=0),
-        helper.make_node("Unsqueeze", [names[1], axes.name], [names[2]], name=f"{tag}_Unsqueeze"),
+        unsqueeze,
         helper.make_node("Concat", [names[2], tail.name], [names[3]], name=f"{tag}_Concat", axis=0),
     ]
-    return nodes, [zero, axes, tail], names[3]
+    return nodes, [zero, *([axes] if opset >= 13 else []), tail], names[3]
 
 
 def _if_on_batch(data: str, target: str, tag: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
@@ -68,11 +71,12 @@ def as_dynamic_export(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
     shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in inferred.graph.value_info
               if vi.type.tensor_type.elem_type == TensorProto.FLOAT and vi.type.tensor_type.HasField("shape")}
     constants = _constants(graph)
+    opset = next(o.version for o in out.opset_import if o.domain in ("", "ai.onnx"))
     nodes: list[onnx.NodeProto] = []
     for i, node in enumerate(graph.node):
         target = constants.get(node.input[1]) if node.op_type == "Reshape" else None
         if target is not None and target.ndim == 1 and len(target) > 1 and target[0] == 1:
-            view, values, name = _view_shape(node.input[0], [int(v) for v in target[1:]], f"view{i}")
+            view, values, name = _view_shape(node.input[0], [int(v) for v in target[1:]], f"view{i}", opset)
             nodes.extend(view)
             graph.initializer.extend(values)
             node.input[1] = name
@@ -86,7 +90,7 @@ def as_dynamic_export(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
         before = f"{tensor}__before_{'view' if view_it else 'if'}"
         nodes[i].output[list(nodes[i].output).index(tensor)] = before
         if view_it:
-            view, values, name = _view_shape(before, shapes[tensor][1:], "sameview")
+            view, values, name = _view_shape(before, shapes[tensor][1:], "sameview", opset)
             view.append(helper.make_node("Reshape", [before, name], [tensor], name="sameview_Reshape"))
         else:
             view, values = _if_on_batch(before, tensor, "batchif")
@@ -99,5 +103,41 @@ def as_dynamic_export(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
         dims = vi.type.tensor_type.shape.dim
         if dims and dims[0].dim_value == 1:
             dims[0].dim_param = BATCH
+    onnx.checker.check_model(out, full_check=True)
+    return out
+
+
+def as_opset_11(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (opset 13-17 forms) written as an opset-11 exporter writes it (PaddlePaddle's default, older PyTorch):
+    Split and Unsqueeze take their sizes and axes as attributes, Resize an (empty) roi input, HardSwish, which opset
+    11 lacks, becomes x * HardSigmoid(x) (a checked copy; per-channel Q/DQ, which opset 11 lacks, are refused)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    graph = out.graph
+    constants = _constants(graph)
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        if node.op_type in ("Split", "Unsqueeze") and len(node.input) > 1:
+            name = "split" if node.op_type == "Split" else "axes"
+            values = [int(v) for v in constants[node.input[1]].reshape(-1)]
+            node = helper.make_node(node.op_type, [node.input[0]], list(node.output), name=node.name,
+                                    **{a.name: helper.get_attribute_value(a) for a in node.attribute}, **{name: values})
+        elif node.op_type == "Resize" and node.input[1] == "":
+            roi = numpy_helper.from_array(np.zeros(0, np.float32), f"{node.name}_roi")
+            graph.initializer.append(roi)
+            node.input[1] = roi.name
+        elif node.op_type == "HardSwish":
+            gate = f"{node.output[0]}_gate"
+            nodes.append(helper.make_node("HardSigmoid", [node.input[0]], [gate], name=f"{node.name}_gate", alpha=1 / 6, beta=0.5))
+            node = helper.make_node("Mul", [node.input[0], gate], [node.output[0]], name=node.name)
+        elif node.op_type in ("QuantizeLinear", "DequantizeLinear") and any(a.name == "axis" for a in node.attribute):
+            raise ValueError("per-channel Q/DQ need opset 13")
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    for opset in out.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            opset.version = 11
+    del graph.value_info[:]
     onnx.checker.check_model(out, full_check=True)
     return out

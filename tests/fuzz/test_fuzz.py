@@ -15,7 +15,7 @@ import onnx.printer
 import pytest
 from clutter import NO_OPS, add_clutter
 from differential import check_model, check_seed, is_int8_seed
-from export import BATCH, as_dynamic_export
+from export import BATCH, as_dynamic_export, as_opset_11
 from hypothesis import HealthCheck, find, given, note, settings
 from random_models import models, seeded_model
 
@@ -148,6 +148,35 @@ def test_dynamic_export_gives_a_symbolic_batch_and_views_from_shapes() -> None:
            for m in (model, exported)]
     for got, want in zip(*run):
         np.testing.assert_array_equal(got, want)
+
+
+def test_opset_11_export_writes_the_forms_opset_11_has() -> None:
+    """Seed 123 (Split, Resize, HardSwish) with a dynamic batch (an Unsqueeze on the batch): opset 11, Split's sizes
+    and Unsqueeze's axes as attributes, Resize with an empty roi, HardSwish as x * HardSigmoid(x, 1/6, 1/2); onnx's
+    full check passes and onnxruntime's outputs match the opset-17 model's (to float rounding: HardSigmoid is not
+    HardSwish's kernel)."""
+    import onnxruntime as ort
+
+    model = as_dynamic_export(seeded_model(123, max_steps=16), 123)
+    old = as_opset_11(model)
+    assert [o.version for o in old.opset_import if o.domain == ""] == [11]
+    kinds = {n.op_type: n for n in old.graph.node}
+    assert "HardSwish" not in kinds and {"HardSigmoid", "Split", "Resize", "Unsqueeze"} <= set(kinds)
+    assert len(kinds["Split"].input) == 1 and [a.name for a in kinds["Split"].attribute] == ["axis", "split"]
+    assert list(kinds["Unsqueeze"].input)[1:] == [] and [a.ints for a in kinds["Unsqueeze"].attribute] == [[0]]
+    assert kinds["Resize"].input[1] != ""
+    feeds = {vi.name: np.random.default_rng(123).standard_normal([d.dim_value or 1 for d in vi.type.tensor_type.shape.dim])
+             .astype(np.float32) for vi in model.graph.input}
+    run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds) for m in (model, old)]
+    for got, want in zip(*run):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", (123, 4))
+def test_seed_at_opset_11_compiles_and_runs_like_onnxruntime(seed: int, tmp_path: Path) -> None:
+    """As an opset-11 exporter writes it, with a dynamic batch; seed 4 quantized per tensor (opset 11 has no
+    per-channel Q/DQ)."""
+    assert [f.line() for f in check_seed(seed, tmp_path, max_steps=16, budgets=(0, 2), dynamic=True, opset=11)] == []
 
 
 def test_default_seeds_cover_the_operator_set() -> None:
