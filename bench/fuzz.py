@@ -77,10 +77,10 @@ def main() -> int:
             print(f"... {i + 1}/{len(seeds)} seeds, {time.perf_counter() - start:.0f} s", flush=True)
     elapsed = time.perf_counter() - start
     n_int8 = sum(1 for s in seeds if is_int8_seed(s))
-    clutter = (", with exporter clutter" if args.clutter else "") + (", dynamic batch" if args.dynamic else "")
-    clutter += f", quantizer {args.quantizer}" + (f", opset {args.opset}" if args.opset != 17 else "")
+    modes = (", with exporter clutter" if args.clutter else "") + (", dynamic batch" if args.dynamic else "")
+    modes += f", quantizer {args.quantizer}" + (f", opset {args.opset}" if args.opset != 17 else "")
     summary = [
-        f"fuzz campaign: seeds {args.seeds} ({len(seeds)} models, {n_int8} int8 QDQ{clutter}), budgets {args.budgets} crossbars, "
+        f"fuzz campaign: seeds {args.seeds} ({len(seeds)} models, {n_int8} int8 QDQ{modes}), budgets {args.budgets} crossbars, "
         f"time limit {args.time_limit:g} s, at most {args.max_steps} steps per model",
         f"compiles: {len(seeds) * len(budgets)}, failing seeds: {len({s for v in failing.values() for s in v})}",
         "failures by class: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"),
