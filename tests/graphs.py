@@ -355,8 +355,9 @@ def sliceable_cnn() -> onnx.ModelProto:
     return model
 
 
-def kernels(model: onnx.ModelProto | Path | str) -> Counter[str]:
-    """How many nodes of each type onnxruntime runs for ``model`` (its optimized graph, the runtime's options)."""
+def optimized(model: onnx.ModelProto | Path | str, basic_only: bool = False) -> onnx.ModelProto:
+    """onnxruntime's optimized graph of ``model`` with the runtime's options (``basic_only``: after its level-1
+    rewrites only, before any fusion)."""
     import onnxruntime as ort
 
     from cimsplit.runtime.devices import session_options
@@ -364,6 +365,13 @@ def kernels(model: onnx.ModelProto | Path | str) -> Counter[str]:
     payload = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     with tempfile.TemporaryDirectory() as tmp:
         options = session_options()
+        if basic_only:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
         ort.InferenceSession(payload, sess_options=options, providers=["CPUExecutionProvider"])
-        return Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
+        return onnx.load(options.optimized_model_filepath)
+
+
+def kernels(model: onnx.ModelProto | Path | str) -> Counter[str]:
+    """How many nodes of each type onnxruntime runs for ``model`` (its optimized graph, the runtime's options)."""
+    return Counter(n.op_type for n in optimized(model).graph.node)

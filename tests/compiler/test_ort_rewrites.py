@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import onnx
 import onnxruntime as ort
-from graphs import kernels
+from graphs import kernels, optimized
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers, restore_quantizers, standard_quantizers
@@ -134,16 +131,6 @@ def test_a_quantizer_is_carried_back_over_reshape_and_transpose_to_the_conv() ->
     np.testing.assert_array_equal(_outputs(edited)[0], _outputs(model)[0])
 
 
-def _basic_optimized(model: onnx.ModelProto) -> onnx.ModelProto:
-    """onnxruntime's graph of ``model`` after its level-1 rewrites (before any fusion)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(Path(tmp) / "basic.onnx")
-        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        return onnx.load(options.optimized_model_filepath)
-
-
 def _quantizers(model: onnx.ModelProto) -> list[tuple[str, str]]:
     return sorted((n.op_type, n.name) for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear"))
 
@@ -165,7 +152,7 @@ def test_a_dequantizer_is_carried_forward_to_every_reader() -> None:
         assert sorted(inserted) == sorted(["m_q", "t_q", *dequantizers])
         readers = {n.name: n.op_type for n in edited.graph.node for d in edited.graph.node if d.output[0] in n.input and d.name == "m_dq1"}
         assert readers == ({"relu": "Relu"} if branch else {})
-        assert _quantizers(edited) == _quantizers(_basic_optimized(model)) == _quantizers(_basic_optimized(edited))
+        assert _quantizers(edited) == _quantizers(optimized(model, basic_only=True)) == _quantizers(optimized(edited, basic_only=True))
         assert kernels(edited) == kernels(model)
         for got, want in zip(_outputs(edited), _outputs(model)):
             np.testing.assert_array_equal(got, want)
