@@ -31,13 +31,16 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 __all__ = ["Step", "partition_steps", "Piece", "host_pieces", "OPERATOR_KEY"]
 
 OPERATOR_KEY = "cimsplit.operator"
 """The metadata key naming a node's workload operator (written by the annotate pass)."""
+UNSIGNED_KEY = "cimsplit.unsigned"
+"""The metadata of a QuantizeLinear whose int8 pair onnxruntime converts to uint8 (written by the split)."""
 
 _TOLERANCE_NS = 1.0
 """Two schedule times closer than this are the same instant (they are sums of floats)."""
@@ -121,7 +124,8 @@ def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], tim
         run_start = max((arrival_ns.get(t, 0.0) for s in steps for t in s.inputs if t not in produced_here), default=0.0)
     members: list[set[int]] = [{i for s in run for i in s.nodes} for run in runs]
     _place_untimed(model, [s for s in steps if s.operator is None], members)
-    return _build(name, model, outputs, runs, members, times_ns, run_start)
+    _share_dequantize(model, outputs, members)
+    return _build(name, _unsigned_cuts(model, members), outputs, runs, members, times_ns, run_start)
 
 
 def _interleaved(a: float, b: float, times_ns: Mapping[str, tuple[float, float]], period_ns: float | None,
@@ -155,6 +159,72 @@ def _place_untimed(model: onnx.ModelProto, untimed: list[Step], members: list[se
             members[k].add(i)
 
 
+def _share_dequantize(model: onnx.ModelProto, outputs: Collection[str], members: list[set[int]]) -> None:
+    """An activation's DequantizeLinear read in another piece is copied into it (and leaves its own piece if nothing
+    there reads it, it makes no partition output and the piece has more): the int8 tensor crosses between pieces,
+    as the split makes it cross between partitions.  A float tensor crossing instead makes the reader's piece run
+    its operator in float where the partition runs the quantized kernel (PP-OCR's recogniser int8 at
+    ``--objective throughput``: 82 of its 117 pieces read one, and a stream's outputs differed from one frame's)."""
+    nodes = model.graph.node
+    weights = {t.name for t in model.graph.initializer}
+    readers = _readers(model)
+    for i, node in enumerate(nodes):
+        if node.op_type != "DequantizeLinear" or node.input[0] in weights:
+            continue
+        reading = [k for k, m in enumerate(members) if m & readers.get(node.output[0], set())]
+        for k, m in enumerate(members):
+            if reading and i in m and len(m) > 1 and k not in reading and node.output[0] not in outputs:
+                m.discard(i)
+        for k in reading:
+            members[k].add(i)
+
+
+def _unsigned_cuts(model: onnx.ModelProto, members: list[set[int]]) -> onnx.ModelProto:
+    """``model`` with each marked Q -> DQ pair (:data:`UNSIGNED_KEY`) whose DQ is in a piece its Q is not made uint8,
+    as the split converts the pairs it cuts (``passes/rewrite/unsigned_cuts.py``): onnxruntime converts the pair in
+    the whole partition, and a piece alone would not see it and run the S8S8 kernel, which saturates otherwise
+    (ResNet-18 int8 at ``--objective throughput``: a stream's outputs differed from one frame's).  The conversion is
+    exact: ``q + 128`` with the zero point ``zp + 128``."""
+    nodes = model.graph.node
+    readers = _readers(model)
+
+    def pieces(i: int) -> set[int]:
+        return {k for k, m in enumerate(members) if i in m}
+
+    pairs = [(i, readers.get(node.output[0], set())) for i, node in enumerate(nodes) if _marked(node)]
+    cut = [(i, dequantizers) for i, dequantizers in pairs if any(pieces(j) - pieces(i) for j in dequantizers)]
+    if not cut:
+        return model
+    converted = onnx.ModelProto()
+    converted.CopyFrom(model)
+    graph = converted.graph
+    zero_points = {t.name: t for t in graph.initializer}
+    infos = {info.name: info for info in graph.value_info}
+    for i, dequantizers in cut:
+        q = graph.node[i]
+        name = f"{q.output[0]}_zero_point_u8"
+        shifted = numpy_helper.to_array(zero_points[q.input[2]]).astype(np.int16) + 128
+        graph.initializer.append(numpy_helper.from_array(shifted.astype(np.uint8), name))
+        for node in (q, *(graph.node[j] for j in dequantizers)):
+            node.input[2] = name
+        if q.output[0] in infos:
+            infos[q.output[0]].type.tensor_type.elem_type = onnx.TensorProto.UINT8
+    return converted
+
+
+def _marked(node: onnx.NodeProto) -> bool:
+    return node.op_type == "QuantizeLinear" and any(p.key == UNSIGNED_KEY and p.value == "1" for p in node.metadata_props)
+
+
+def _readers(model: onnx.ModelProto) -> dict[str, set[int]]:
+    """Tensor -> the indices of the nodes that read it."""
+    readers: dict[str, set[int]] = {}
+    for j, node in enumerate(model.graph.node):
+        for t in node.input:
+            readers.setdefault(t, set()).add(j)
+    return readers
+
+
 def _build(name: str, model: onnx.ModelProto, outputs: Collection[str], runs: list[list[Step]], members: list[set[int]],
            times_ns: Mapping[str, tuple[float, float]], only_start: float) -> list[Piece]:
     graph = model.graph
@@ -171,6 +241,8 @@ def _build(name: str, model: onnx.ModelProto, outputs: Collection[str], runs: li
                   if t not in made[k] and t not in weights]
         outs = [t for t in dict.fromkeys(o for i in order for o in graph.node[i].output if o)
                 if t not in exported and ((t in outputs) or any(t in read[j] and t not in made[j] for j in range(len(members)) if j != k))]
+        if not outs and order:  # its DequantizeLinear copied into its readers (_share_dequantize): it still runs, timed
+            outs = [o for o in graph.node[order[-1]].output if o]
         exported.update(outs)
         sub = helper.make_graph(
             [graph.node[i] for i in order], f"{name}_{k}", [infos[t] for t in inputs], [infos[t] for t in outs],

@@ -19,6 +19,11 @@ whole model), its body reads the DQ twice, the DQ is duplicated, and the pair
 stays int8: the Conv before a HardSwish ran in float (fuzz seeds 179, 894).
 Converting a pair onnxruntime converts anyway changes nothing where it does
 not expand the operator.
+
+An uncut pair onnxruntime converts is marked for the runtime: its QuantizeLinear gets
+``cimsplit.unsigned`` = ``1`` (:data:`KEY_UNSIGNED`).  A timed run cuts a host partition
+into pieces, one onnxruntime session each, and converts a marked pair it cuts the same way
+(``runtime/steps.py``): the runtime imports no compiler, so the facts come in the file.
 """
 
 from __future__ import annotations
@@ -36,7 +41,10 @@ from onnx import TensorProto, defs, numpy_helper
 from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.compiler.qdq_kernels import QdqPair, converted_pairs, readers_of
 
-__all__ = ["unsigned_cuts"]
+__all__ = ["KEY_UNSIGNED", "unsigned_cuts"]
+
+KEY_UNSIGNED = "cimsplit.unsigned"
+"""Metadata of a QuantizeLinear whose pair onnxruntime converts to uint8: a cut of it must convert it too."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,8 @@ class _Cut:
 def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
                   whole: onnx.ModelProto | None = None) -> tuple[onnx.ModelProto, tuple[str, ...]]:
     """``model`` with every cut int8 Q -> DQ pair onnxruntime would convert made uint8 (and every one read by an
-    operator with a function body), and the tensors converted.
+    operator with a function body), every other such pair of one Q and one DQ marked (:data:`KEY_UNSIGNED`), and
+    the tensors converted.
 
     A pair onnxruntime's optimized graph of ``whole`` leaves int8 is not converted (:func:`_dequantizer_sources`).
     ``partitions_of`` maps node names to the partitions that hold them (a DQ on a
@@ -81,7 +90,7 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
     producers = {out: node for node in model.graph.node for out in node.output}
     nodes = {node.name: node for node in model.graph.node}
     opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 1)
-    cuts = []
+    cuts, marked = [], []
     whole_graph = (whole or model).graph
     pairs = converted_pairs(whole_graph)
     sources = _dequantizer_sources(whole or model) if pairs else {}
@@ -100,11 +109,17 @@ def unsigned_cuts(model: onnx.ModelProto, partitions_of: Mapping[str, set[str]],
         merged = source not in (None, pair.quantize, quantized.get(pair.quantize))
         if apart or (expanded and not merged):
             cuts.append(cut)
-    if not cuts:
+        elif cut.tensors == (pair.tensor,) and len(cut.dequantizers) == 1:
+            marked.append(cut.quantizers[0])
+    if not cuts and not marked:
         return model, ()
     converted = onnx.ModelProto()
     converted.CopyFrom(model)
     _convert(converted, cuts)
+    quantizers = {node.name: node for node in converted.graph.node}
+    for name in marked:
+        entry = quantizers[name].metadata_props.add()
+        entry.key, entry.value = KEY_UNSIGNED, "1"
     return converted, tuple(cut.pair.tensor for cut in cuts)
 
 

@@ -266,3 +266,57 @@ def test_a_throughput_plan_streams_on_its_schedule_frame_by_frame(tmp_path, int8
                 assert got[name].tobytes() == value.tobytes()
             else:
                 np.testing.assert_allclose(got[name], value, atol=1e-4, rtol=1e-3)
+
+
+def conv_chain() -> onnx.ModelProto:
+    """x[1,8,8,8] -> a: Conv 8->8 3x3 -> Relu -> b: Conv 8->8 3x3 -> Relu -> y (each Conv + Relu one operator)."""
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["ta"], name="a", pads=[1] * 4), helper.make_node("Relu", ["ta"], ["ra"], name="ra"),
+             helper.make_node("Conv", ["ra", "wb"], ["tb"], name="b", pads=[1] * 4), helper.make_node("Relu", ["tb"], ["y"], name="rb")]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                              initializer=weights(wa=(8, 8, 3, 3), wb=(8, 8, 3, 3)))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_pieces_cut_between_int8_operators_pass_the_pair_as_the_partition_runs_it(tmp_path) -> None:
+    """A stream schedule that puts other host work between a and b cuts the host partition there.  The int8
+    tensor crosses (b's piece gets a copy of the DequantizeLinear, so b still runs as a QLinearConv), and the
+    pair onnxruntime converts to uint8 in the whole partition, marked by the split, is converted in the pieces
+    too: they compute the partition's output bit for bit (with the float tensor crossing, b's piece ran a
+    float Conv; with the int8 pair unconverted, an S8S8 kernel: a stream's outputs differed from one frame's)."""
+    import onnxruntime as ort
+
+    path = quantize_qdq(conv_chain(), tmp_path)
+    out = compile_fixed(path, tmp_path / "out", set())
+    plan = read_plan(out / "plan.json")
+    (part,) = plan.partitions
+    model = onnx.load(out / part.file)
+    marked = [n.output[0] for n in model.graph.node if any(p.key == "cimsplit.unsigned" for p in n.metadata_props)]
+    times = {op.name: (op.start_ns, op.duration_ns) for op in plan.timeline.operators}
+    a, b = sorted(times, key=lambda name: times[name][0])[:2]  # (the ops are named after their anchor nodes)
+    gap = {name: (start + (0.0 if name == a else 1e3), duration) for name, (start, duration) in times.items()}  # 1 us after a
+    gap["elsewhere"] = (times[a][0] + times[a][1] + 1.0, 10.0)  # another partition's host work in it
+    pieces = host_pieces(part.name, model, part.outputs, gap, {})
+    assert [p.operators for p in pieces][:2] == [(a,), (b,)]
+    crossing = pieces[0].outputs
+    assert len(crossing) == 1 and crossing[0] in marked  # the pair's tensor, not the DequantizeLinear's float output
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in pieces[1].model.graph.input}
+    assert types[crossing[0]] == TensorProto.UINT8
+    feeds = {"x": np.random.default_rng(3).standard_normal((1, 8, 8, 8)).astype(np.float32)}
+    whole = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    values = dict(feeds)
+    for piece in pieces:
+        session = ort.InferenceSession(piece.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        values.update(zip(piece.outputs, session.run(list(piece.outputs), {t: values[t] for t in piece.inputs})))
+    assert values[part.outputs[0]].tobytes() == whole[0].tobytes()
+
+
+def test_a_stream_shorter_than_twice_its_frames_in_flight_says_it_never_reaches_the_steady_state(fork_dir, capsys) -> None:
+    with Session(fork_dir, cim_timing="modeled") as session:
+        k = session.frames_in_flight
+    assert main(["run", str(fork_dir), "--cim-timing", "modeled", "--stream", str(2 * k - 1)]) == 0
+    assert f"never reach the steady state; the measured period is the fill's and the drain's (pass --stream {2 * k}" in capsys.readouterr().out
+    assert main(["run", str(fork_dir), "--cim-timing", "modeled", "--stream", str(2 * k)]) == 0
+    assert "steady state;" not in capsys.readouterr().out
