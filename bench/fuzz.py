@@ -48,6 +48,9 @@ def main() -> int:
     parser.add_argument("--opset", type=int, choices=(11, 17), default=17,
                         help="11: models as an opset-11 exporter writes them (tests/fuzz/export.py)")
     parser.add_argument("--int8-only", action="store_true", help="only the seeds whose model is quantized (every 5th)")
+    parser.add_argument("--objective", choices=("latency", "throughput"), default="latency", help="the compiles' objective")
+    parser.add_argument("--stream", type=int, default=0, metavar="N",
+                        help="also stream N frames on the plan's schedule with the CIM emulated, each equal to one frame's")
     parser.add_argument("--keep", type=Path, help="keep failing seeds' folders here")
     parser.add_argument("--save", type=Path, help="also write the summary to this file")
     args = parser.parse_args()
@@ -62,7 +65,8 @@ def main() -> int:
             work = Path(tmp)
             failures = check_seed(seed, work, max_steps=args.max_steps, clutter=args.clutter, dynamic=args.dynamic,
                                   quantizer=args.quantizer, opset=args.opset, budgets=budgets,
-                                  time_limit_s=args.time_limit, keep=args.keep is not None)
+                                  time_limit_s=args.time_limit, keep=args.keep is not None, objective=args.objective,
+                                  stream=args.stream)
             for failure in failures:
                 counts[failure.kind] += 1
                 if seed not in failing[failure.kind]:
@@ -79,6 +83,7 @@ def main() -> int:
     n_int8 = sum(1 for s in seeds if is_int8_seed(s))
     modes = (", with exporter clutter" if args.clutter else "") + (", dynamic batch" if args.dynamic else "")
     modes += f", quantizer {args.quantizer}" + (f", opset {args.opset}" if args.opset != 17 else "")
+    modes += (f", objective {args.objective}" if args.objective != "latency" else "") + (f", streams of {args.stream}" if args.stream else "")
     summary = [
         f"fuzz campaign: seeds {args.seeds} ({len(seeds)} models, {n_int8} int8 QDQ{modes}), budgets {args.budgets} crossbars, "
         f"time limit {args.time_limit:g} s, at most {args.max_steps} steps per model",

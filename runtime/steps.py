@@ -123,7 +123,12 @@ def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], tim
         runs.append([])
         run_start = max((arrival_ns.get(t, 0.0) for s in steps for t in s.inputs if t not in produced_here), default=0.0)
     members: list[set[int]] = [{i for s in run for i in s.nodes} for run in runs]
-    _place_untimed(model, [s for s in steps if s.operator is None], members)
+    own = _place_untimed(model, [s for s in steps if s.operator is None], members)
+    if own and any(runs):  # a piece of their own, when their inputs have arrived
+        members.append(own)
+        run_start = max((arrival_ns.get(t, 0.0) for i in own for t in model.graph.node[i].input), default=0.0)
+    else:
+        members[0] |= own
     _share_dequantize(model, outputs, members)
     return _build(name, _unsigned_cuts(model, members), outputs, runs, members, times_ns, run_start)
 
@@ -143,20 +148,26 @@ def _interleaved(a: float, b: float, times_ns: Mapping[str, tuple[float, float]]
     return any(a - _TOLERANCE_NS <= start < b - _TOLERANCE_NS for u, (start, _) in times_ns.items() if u not in run)
 
 
-def _place_untimed(model: onnx.ModelProto, untimed: list[Step], members: list[set[int]]) -> None:
-    """A node of no operator joins every piece that reads its outputs (a copy each); one that no piece
-    reads (it makes a partition output) joins the last piece that makes one of its inputs, else the first."""
+def _place_untimed(model: onnx.ModelProto, untimed: list[Step], members: list[set[int]]) -> set[int]:
+    """A node of no operator joins every piece that reads its outputs (a copy each); one that no piece reads (it
+    makes a partition output) joins the last piece that makes one of its inputs.  The rest, partition outputs
+    computed from other partitions' tensors alone (the copy of a cut DequantizeLinear), are returned: they run
+    when those arrive.  In the first piece, a DQ of a CIM result the schedule brings later held that piece
+    back, and with it a transfer the serial bus sends before the one the DQ's input waits on: a stream of
+    int8 fuzz seed 129 stopped with every piece waiting."""
     nodes = model.graph.node
+    own: set[int] = set()
     for step in reversed(untimed):  # consumers first: a chain of them follows its last reader
         (i,) = step.nodes
         outputs = set(nodes[i].output)
-        readers = [k for k, m in enumerate(members) if any(outputs & set(nodes[j].input) for j in m)]
+        readers = [k for k, m in enumerate([*members, own]) if any(outputs & set(nodes[j].input) for j in m)]
         if not readers:
             inputs = set(nodes[i].input)
             makers = [k for k, m in enumerate(members) if any(inputs & set(nodes[j].output) for j in m)]
-            readers = [max(makers, default=0)]
+            readers = [max(makers)] if makers else [len(members)]
         for k in readers:
-            members[k].add(i)
+            (members[k] if k < len(members) else own).add(i)
+    return own
 
 
 def _share_dequantize(model: onnx.ModelProto, outputs: Collection[str], members: list[set[int]]) -> None:

@@ -33,7 +33,8 @@ the quantized tensors, branch int8cut) or ordinary ``mismatch`` failures."""
 
 FAILURE_CLASSES = (
     "generator", "compile-refused", "compile-crash", "checker", "plan", "run-crash", "mismatch",
-    "int8-mismatch", "partitioned-crash", "partitioned-mismatch", "partitioned-int8-mismatch",
+    "int8-mismatch", "partitioned-crash", "partitioned-mismatch", "partitioned-int8-mismatch", "stream-crash",
+    "stream-mismatch",
 )
 
 
@@ -117,11 +118,11 @@ def _compare(got: dict[str, np.ndarray], ref: dict[str, np.ndarray], exact: Coll
 
 
 def _compile(model: Path, out: Path, profile: Path, budget: int, mvm_latency: str, time_limit_s: float,
-             shape_flags: list[str]) -> Failure | None:
+             shape_flags: list[str], objective: str = "latency") -> Failure | None:
     from cimsplit.cli import main
 
     argv = ["compile", str(model), "-o", str(out), "--crossbars", str(budget), "--mvm-latency", mvm_latency,
-            "--host-profile", str(profile), "--time-limit", str(time_limit_s), *shape_flags]
+            "--host-profile", str(profile), "--time-limit", str(time_limit_s), "--objective", objective, *shape_flags]
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
@@ -155,8 +156,13 @@ def _check_outputs(out: Path, budget: int) -> Failure | None:
 
 
 def check_model(model_path: Path, work: Path, *, quantized: bool, seed: int = 0, budgets: tuple[int, ...] = BUDGETS,
-                mvm_latency: str = "10ns", time_limit_s: float = 2.0, keep: bool = False) -> list[Failure]:
-    """All failures of ``model_path`` (an ONNX file in ``work``) over ``budgets``; empty when everything holds."""
+                mvm_latency: str = "10ns", time_limit_s: float = 2.0, keep: bool = False, objective: str = "latency",
+                stream: int = 0) -> list[Failure]:
+    """All failures of ``model_path`` (an ONNX file in ``work``) over ``budgets``; empty when everything holds.
+
+    ``objective``: the compile's (``throughput``: a stream's period); ``stream``: also run that many frames on the
+    plan's stream schedule with the CIM emulated (``run --stream``), each frame's outputs equal to the single
+    run's (bit for bit when quantized)."""
     from cimsplit.runtime import Session
 
     model = onnx.load(str(model_path))
@@ -174,7 +180,7 @@ def check_model(model_path: Path, work: Path, *, quantized: bool, seed: int = 0,
     failures: list[Failure] = []
     for budget in budgets:
         out = work / f"out_{budget}"
-        failure = _compile(model_path, out, profile, budget, mvm_latency, time_limit_s, flags) or _check_outputs(out, budget)
+        failure = _compile(model_path, out, profile, budget, mvm_latency, time_limit_s, flags, objective) or _check_outputs(out, budget)
         if failure is None:
             try:
                 got = Session(out).run(feeds)
@@ -183,6 +189,8 @@ def check_model(model_path: Path, work: Path, *, quantized: bool, seed: int = 0,
             else:
                 diff = _compare(got, ref, exact)
                 failure = Failure(mismatch, budget, diff) if diff else None
+        if failure is None and stream:
+            failure = _check_stream(out, budget, feeds, got, set(got) if quantized else set(), stream)
         if failure is None:
             try:
                 whole = _ort_run(out / "partitioned.onnx", feeds)
@@ -196,6 +204,23 @@ def check_model(model_path: Path, work: Path, *, quantized: bool, seed: int = 0,
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
     return failures
+
+
+def _check_stream(out: Path, budget: int, feeds: dict[str, np.ndarray], single: dict[str, np.ndarray],
+                  exact: Collection[str], frames: int) -> Failure | None:
+    """``frames`` frames of ``feeds`` on the plan's stream schedule, each compared with the single run."""
+    from cimsplit.runtime import Session
+
+    try:
+        with Session(out, cim_timing="modeled") as session:
+            run = session.measure_stream([feeds] * frames)
+    except Exception as exc:  # noqa: BLE001
+        return Failure("stream-crash", budget, f"{type(exc).__name__}: {exc} | {_where(exc)}")
+    for k, outputs in enumerate(run.outputs):
+        diff = _compare(outputs, single, exact)
+        if diff:
+            return Failure("stream-mismatch", budget, f"frame {k}: {diff}")
+    return None
 
 
 def is_int8_seed(seed: int) -> bool:
