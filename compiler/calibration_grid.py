@@ -27,7 +27,7 @@ from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, anchor_ki
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 
 __all__ = ["GridPoint", "grid", "gemm_descriptors", "gemm_key", "has_weights", "SPATIAL", "LARGE", "POOLED", "ELEMENT_OPS",
-           "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS", "STEM_KERNELS"]
+           "EXPORT_OPS", "QUANTIZED_EXPORT_OPS", "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS", "STEM_KERNELS"]
 
 SPATIAL = (10, 18, 36, 68, 132)
 LARGE = 260
@@ -83,7 +83,16 @@ charged nothing; a float HardSwish is predicted as those two kinds (:mod:`.host_
 HardSigmoid pass when folded into its conv (:mod:`.host_fused`).  ``Softmax`` is over channels (a detector
 head's), ``Softmax-last`` over the last axis (attention's), ``Softmax-second-last`` over the one before it
 (:func:`.host_variants.op_variants`)."""
-ROW_KINDS = frozenset({"LayerNormalization", "Softmax-last", "SkipLayerNormalization"})
+EXPORT_OPS = ("ReduceMean", "Sqrt", "Unsqueeze", "Pad", "BatchNormalization", "PRelu", "Softplus", "Exp")
+"""Kinds exporters leave that the zoo has not: a LayerNormalization decomposed into ReduceMean, Sub, Pow,
+Add, Sqrt, Div (PyTorch below opset 17, PaddlePaddle's paddle2onnx: PP-OCR's recognisers), the Unsqueeze of
+a view, explicit padding, a BatchNormalization no conv precedes (DenseNet's), PReLU (face and PaddlePaddle
+models), Mish's Softplus, an Exp.  Float only but :data:`QUANTIZED_EXPORT_OPS`: onnxruntime's quantizer leaves the
+others float (an int8 model's are float kinds), and folds the BatchNormalization into the conv an int8 point puts
+before it.  Drawn from their own random stream, so that the other kinds' points and order stay as they were."""
+QUANTIZED_EXPORT_OPS = frozenset({"Unsqueeze", "Pad"})
+"""The :data:`EXPORT_OPS` onnxruntime's quantizer puts between Q/DQ pairs (it moves int8 data as it is)."""
+ROW_KINDS = frozenset({"LayerNormalization", "Softmax-last", "SkipLayerNormalization", "ReduceMean"})
 """Kinds that work along the last axis, measured on rows as long as a transformer's (:data:`ROW_LENGTHS`)."""
 ROW_LENGTHS = (50, 100, 176, 344, 680)
 """The last axis of a :data:`ROW_KINDS` point, by its :data:`SPATIAL` size (about as many elements as that
@@ -241,12 +250,16 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
         glue_rng = np.random.default_rng(seed + 1)  # its own stream: the other kinds' order stays as it was
         for kind in GLUE_KINDS:
             per_kind[kind] = [GridPoint(kind, p.params) for p in _element_points("Relu", glue_rng)]
+    export_rng = np.random.default_rng(seed + 5)  # last, from their own stream (:data:`EXPORT_OPS`)
+    for op in EXPORT_OPS:
+        per_kind[op] = _element_points(op, export_rng)
     queues: list[tuple[int, list[GridPoint]]] = []
     for kind, points in per_kind.items():
         points = [p for p in points if gemm_descriptors(p) not in excluded]
         order = [points[i] for i in rng.permutation(len(points))]
         queues.append((_WEIGHTS.get(kind, 1), order))
-        if int8 and not kind.startswith(GLUE_PREFIX) and kind == anchor_kind(kind) and kind not in CHAIN_KINDS:
+        float_only = kind in CHAIN_KINDS or (kind in EXPORT_OPS and kind not in QUANTIZED_EXPORT_OPS)
+        if int8 and not kind.startswith(GLUE_PREFIX) and kind == anchor_kind(kind) and not float_only:
             queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
             if onnxruntime_converts_int8_pairs():
                 for suffix in KERNEL_SUFFIXES:

@@ -76,7 +76,7 @@ BLOCKED_KINDS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "Resiz
 measured between two."""
 FLOAT_OUTPUTS = frozenset({"HardSigmoid", "Tanh", "Sub", "Div", "Pow", "Erf"})
 """Ops whose output the zoo's quantizer leaves float when it is the graph's: an int8 point has a conv read it."""
-VIEWS = frozenset({"Reshape", "Flatten", "Squeeze"})
+VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 """Ops that only relabel their input's shape: measured with a reader, not as the graph's output."""
 MEASURED_NODE = "calibration_measured"
 """The measured node's name when its neighbours are of its own kind (a Conv between convs)."""
@@ -246,7 +246,8 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
     """The nodes of an element-wise point reading ``x`` (``c x h x w``, ``w`` = ``h`` unless given; and ``second``,
     by default the graph input ``x2``, when binary)."""
     make = helper.make_node
-    unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "Erf", "GlobalAveragePool", "Softmax"}
+    unary = {"Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "LeakyRelu", "Erf", "GlobalAveragePool", "Softmax", "Sqrt",
+             "Softplus", "Exp"}
     if kind in unary:  # a Softmax over channels, as a detector head's (onnxruntime transposes them last and back)
         return [make(kind, [x], ["y"], **({"axis": 1} if kind == "Softmax" else {}))], ["y"]
     if kind == "Softmax" + LAST_AXIS:  # over the last axis, as attention's
@@ -263,8 +264,18 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
     if kind == "SkipLayerNormalization":  # a residual Add read by a LayerNormalization alone: one fused kernel
         norm, outputs = _element_nodes("LayerNormalization", variant, c, h, const, "skip_s", w=w)
         return [make("Add", [x, second], ["skip_s"]), *norm], outputs
-    if kind == "Squeeze":
-        return [make("Squeeze", [x, const("axes", np.array([0], np.int64))], ["y"])], ["y"]
+    if kind in ("Squeeze", "Unsqueeze"):
+        return [make(kind, [x, const("axes", np.array([0], np.int64))], ["y"])], ["y"]
+    if kind == "ReduceMean":  # over the last axis, as a decomposed LayerNormalization's mean and variance
+        return [make(kind, [x], ["y"], axes=[-1], keepdims=1)], ["y"]
+    if kind == "Pad":  # one pixel of zeros around the map, as an explicit padding before a conv or pool
+        return [make(kind, [x, const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], ["y"])], ["y"]
+    if kind == "BatchNormalization":  # inference form, per channel
+        stats = [const(name, np.full(c, value, np.float32)) for name, value in (("bn_scale", 1.5), ("bn_bias", 0.1),
+                                                                                ("bn_mean", 0.2), ("bn_var", 0.9))]
+        return [make(kind, [x, *stats], ["y"])], ["y"]
+    if kind == "PRelu":  # one slope per channel
+        return [make(kind, [x, const("slope", np.full((c, 1, 1), 0.25, np.float32))], ["y"])], ["y"]
     if kind == "Gather":  # half the channels, as a class token's or a head's selection
         return [make("Gather", [x, const("indices", np.arange(c // 2, dtype=np.int64))], ["y"], axis=1)], ["y"]
     # Two operands of their own, as in a network: one tensor read twice would give its int8

@@ -22,12 +22,14 @@ from cimsplit.compiler.calibration import (
 from cimsplit.compiler.calibration_grid import (
     DOWNSAMPLING_POINTS,
     ELEMENT_OPS,
+    EXPORT_OPS,
     FUSED_DEPTHWISE,
     LARGE,
     MAX_MACS,
     POOLED,
     POWER_OF_TWO,
     POWER_OF_TWO_POINTS,
+    QUANTIZED_EXPORT_OPS,
     ROW_KINDS,
     ROW_LENGTHS,
     SPATIAL,
@@ -66,17 +68,19 @@ def test_grid_is_deterministic() -> None:
     fused = sum(p.kind == FUSED_DEPTHWISE for p in grid())
     chains = sum(p.kind in CHAIN_KINDS for p in grid())
     assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0 and chains == 12 * len(CHAIN_KINDS) + 2
-    float_only = fused + chains
+    exports = sum(p.kind in EXPORT_OPS and p.kind not in QUANTIZED_EXPORT_OPS for p in grid())  # (the quantizer leaves them float)
+    float_only = fused + chains + exports
     assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - float_only) + float_only + glue
 
 
 def test_every_kind_comes_early() -> None:
-    kinds = {"Conv", "Conv-depthwise", "Gemm", "MatMul", *ELEMENT_OPS}
+    kinds = {"Conv", "Conv-depthwise", "Gemm", "MatMul", *ELEMENT_OPS, *EXPORT_OPS}
     first = grid()[: 4 * len(kinds)]
     assert {p.kind for p in first} == kinds | {FUSED_DEPTHWISE, *CHAIN_KINDS}
-    s8 = {f"int8:{k}{suffix}" for k in kinds for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
     glue = set(GLUE_KINDS) if onnxruntime_converts_int8_pairs() else set()
-    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == (kinds | {f"int8:{k}" for k in kinds} | s8 | glue
+    quantized = kinds - set(EXPORT_OPS) | QUANTIZED_EXPORT_OPS
+    s8 = {f"int8:{k}{suffix}" for k in quantized for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
+    assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == (kinds | {f"int8:{k}" for k in quantized} | s8 | glue
                                                                    | {FUSED_DEPTHWISE, *CHAIN_KINDS})
 
 
@@ -290,6 +294,11 @@ def test_a_fused_depthwise_point_measures_the_conv_with_its_clip(tmp_path: Path)
     ("Erf", 16 * 100), ("LayerNormalization", 16 * 100),
     ("Gather", 8 * 100),  # half the channels
     ("Squeeze", 16 * 100),  # a view, read by a Relu
+    ("Unsqueeze", 16 * 100),
+    ("Sqrt", 16 * 100),
+    ("ReduceMean", 16 * 10),  # one mean per row of the last axis (10 x 10 per channel)
+    ("Pad", 16 * 12 * 12),  # a pixel around each 10 x 10 map
+    ("BatchNormalization", 16 * 100), ("PRelu", 16 * 100), ("Softplus", 16 * 100), ("Exp", 16 * 100),
 ])
 def test_transformer_kinds_lower_to_one_operator_of_their_kind(tmp_path: Path, kind: str, n_out: int) -> None:
     point = GridPoint(kind, (("c", 16), ("h", 10)))
@@ -301,6 +310,21 @@ def test_transformer_kinds_lower_to_one_operator_of_their_kind(tmp_path: Path, k
     op = measured_operator(point, [(op, operator_kind(op, types)) for op in loaded.workload.operators])
     assert [types[node] for node in op.nodes] == [kind]
     assert (op.n_in, op.n_out) == (16 * 100, n_out)
+
+
+def test_export_kinds_are_drawn_from_their_own_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kinds exporters leave (a decomposed LayerNormalization's ReduceMean and Sqrt, an Unsqueeze, ...) have 12
+    points each plus their large maps (none for ReduceMean, a row kind); without them every other point and the order
+    are as they were, so an extended calibration keeps its earlier samples' meaning."""
+    from cimsplit.compiler import calibration_grid
+
+    full = grid(int8=True)
+    int8 = {p.kind.removeprefix("int8:").split("-s8")[0] for p in full if p.kind.startswith("int8:")}
+    assert int8 & set(EXPORT_OPS) == QUANTIZED_EXPORT_OPS == {"Unsqueeze", "Pad"}  # the others float only
+    # 2 at LARGE: 16 and 40 channels of 260 x 260 are within MAX_ELEMENTS (3e6), 88 are not
+    assert {op: sum(p.kind == op for p in full) for op in EXPORT_OPS} == {op: 12 if op == "ReduceMean" else 14 for op in EXPORT_OPS}
+    monkeypatch.setattr(calibration_grid, "EXPORT_OPS", ())
+    assert [p for p in full if not any(op in p.kind for op in EXPORT_OPS)] == grid(int8=True)
 
 
 def test_row_kinds_run_along_rows_as_long_as_a_transformers() -> None:
