@@ -16,7 +16,9 @@ It first checks that none of the zoo's GEMM shapes is a calibration sample
 profiles (separate sessions); no assertion on the figures.
 
     .venv/bin/python bench/predictor_error.py --host-model board.json [other.json ...] [--runs 10] [--rounds 3] \\
-        [--time-limit 20] [-o bench/results/predictor_error.txt]
+        [--time-limit 20] [--onnx FILE@x=1,3,48,320 ...] [-o bench/results/predictor_error.txt]
+
+``--onnx``: exported models as well (PaddleOCR's from ``bench/pypi_exports.py``'s cache), evaluated as they are.
 
 Several calibrations are compared against the same profiles (the truth drifts between runs on a shared VM).
 """
@@ -64,17 +66,27 @@ def median_profile(rounds: list[HostProfile]) -> HostProfile:
     return dataclasses.replace(rounds[0], nodes=nodes)
 
 
-def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: argparse.Namespace) -> list[dict]:
-    """One result per calibration of ``host_models``, all against the same truth (one median profile)."""
+def exported(spec: str) -> tuple[str, Path, dict[str, tuple[int, ...]]]:
+    """``--onnx FILE[@NAME=D0,D1,...]`` as (label, path, input shapes)."""
+    file, _, shape = spec.partition("@")
+    name, _, dims = shape.partition("=")
+    return Path(file).stem, Path(file), ({name: tuple(int(d) for d in dims.split(","))} if shape else {})
+
+
+def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: argparse.Namespace,
+             file: tuple[Path, dict[str, tuple[int, ...]]] | None = None) -> list[dict]:
+    """One result per calibration of ``host_models``, all against the same truth (one median profile); ``file``:
+    an exported model and its input shapes instead of the zoo's ``name``."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / f"{name}.onnx"
-        onnx.save(zoo.build(name, int8=int8), path)
-        loaded = load(path)
+        if file is None:
+            onnx.save(zoo.build(name, int8=int8), path)
+        loaded = load(path, None) if file is None else load(file[0], file[1])
     zoo_shapes = {(op.m, op.n, op.n_mvm) for op in loaded.workload.operators if op.m is not None}
-    for file, host_model in host_models.items():
+    for calibration, host_model in host_models.items():
         calibrated = {tuple(int(s.features[k]) for k in ("m", "n", "n_mvm")) for s in host_model.samples if "m" in s.features}
-        if calibrated & zoo_shapes:
-            raise SystemExit(f"{name}: calibration {file} holds zoo shapes {sorted(calibrated & zoo_shapes)[:3]}")
+        if file is None and calibrated & zoo_shapes:
+            raise SystemExit(f"{name}: calibration {calibration} holds zoo shapes {sorted(calibrated & zoo_shapes)[:3]}")
     begin = time.perf_counter()
     profile = median_profile([profile_model(loaded, runs=args.runs, warmup=2, progress=False) for _ in range(args.rounds)])
     profiled_s = time.perf_counter() - begin
@@ -85,14 +97,15 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
     true_problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
     best = place(true_problem, options)
     results = []
-    for file, host_model in host_models.items():
-        predicted = predicted_profile(loaded, host_model)
+    for calibration, host_model in host_models.items():
+        # An export's kinds the calibration lacks take the truth (left out of the errors, listed in the row)
+        predicted = predicted_profile(loaded, host_model, allow_unpredicted=file is not None, measured=profile)
         guess = operator_latencies(loaded.workload, predicted)
         kernels = int8_kernels(loaded.model.graph, host_model.machine.get("machine"))
         errors, conv_errors, by_kind = [], [], {}
         for op in loaded.workload.operators:
-            if truth[op.name] <= 0:
-                continue  # ORT ran no kernel for it (folded or fused away): no percentage to take
+            if truth[op.name] <= 0 or op.name in predicted.unpredicted:
+                continue  # ORT ran no kernel for it (folded or fused away), or not predicted: no percentage to take
             error = abs(guess[op.name] - truth[op.name]) / truth[op.name]
             errors.append(error)
             kind = operator_kind(op, types, kernels.get(op.name, ""))
@@ -108,13 +121,15 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
         conv_mean, conv_worst = _pct(conv_errors)
         sum_true, sum_guess = sum(truth.values()), sum(guess.values())
         results.append({
-            "model": name + (" int8" if int8 else ""), "calibration": file, "operators": len(errors),
+            "model": name + (" int8" if int8 else ""), "calibration": calibration, "operators": len(errors),
             "convs": len(conv_errors), "mape": mean, "max_ape": worst, "conv_mape": conv_mean, "conv_max_ape": conv_worst,
             "sum_profiled_ns": sum_true, "sum_predicted_ns": sum_guess,
             "sum_error_pct": 100 * (sum_guess - sum_true) / sum_true,
             "plan_profiled_ns": best.schedule.makespan_ns, "plan_predicted_retimed_ns": retimed.makespan_ns,
             "plan_cost_pct": 100 * (retimed.makespan_ns - best.schedule.makespan_ns) / best.schedule.makespan_ns,
             "solver_status": f"{best.solver.status}/{chosen.solver.status}", "profiled_s": profiled_s,
+            "unpredicted": sorted({operator_kind(op, types, kernels.get(op.name, "")) for op in loaded.workload.operators
+                                   if op.name in predicted.unpredicted}),
             "by_kind": {k: {"profiled_ns": v[0], "predicted_ns": v[1]} for k, v in sorted(by_kind.items())},
         })
     return results
@@ -124,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host-model", required=True, metavar="FILE", nargs="+",
                         help="one calibration, or several compared against the same profiles")
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=zoo.NAMES)
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=zoo.NAMES, help="zoo models (none: --onnx only)")
+    parser.add_argument("--onnx", nargs="+", default=[], metavar="FILE[@NAME=D0,D1,...]",
+                        help="exported models too, as they are (float or int8), with an input's shape fixed")
     parser.add_argument("--float-only", action="store_true")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="profiles per model; the truth is their per-node median")
@@ -134,15 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     host_models = {file: HostModel.load(file) for file in args.host_model}
     load_before = os.getloadavg()
     rows, results = [], []
-    for name in args.models:
-        for int8 in (False,) if args.float_only else (False, True):
-            for result in evaluate(name, int8, host_models, args):
-                results.append(result)
-                rows.append([result["model"], *([result["calibration"]] if len(host_models) > 1 else []),
-                             str(result["operators"]), f"{result['mape']:.1f}", f"{result['max_ape']:.0f}",
-                             f"{result['conv_mape']:.1f}", f"{result['conv_max_ape']:.0f}", f"{result['sum_error_pct']:+.1f}",
-                             f"{result['plan_cost_pct']:+.2f}", result["solver_status"]])
-                print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+    cases = [(name, int8, None) for name in args.models for int8 in ((False,) if args.float_only else (False, True))]
+    cases += [(label, False, (path, shapes)) for label, path, shapes in map(exported, args.onnx)]
+    for name, int8, file in cases:
+        for result in evaluate(name, int8, host_models, args, file):
+            results.append(result)
+            rows.append([result["model"], *([result["calibration"]] if len(host_models) > 1 else []),
+                         str(result["operators"]), f"{result['mape']:.1f}", f"{result['max_ape']:.0f}",
+                         f"{result['conv_mape']:.1f}", f"{result['conv_max_ape']:.0f}", f"{result['sum_error_pct']:+.1f}",
+                         f"{result['plan_cost_pct']:+.2f}", result["solver_status"], " ".join(result["unpredicted"]) or "-"])
+            print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     lines = [
         f"# predictor error: calibration {file} ({model.campaign.get('measured')} points in "
         f"{model.campaign.get('elapsed_s')} s, load {model.campaign.get('load_average_before')} -> "
@@ -158,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         "# targets (issue 16): conv MAPE <= 8 %, |sum error| <= 5 %, plan cost <= 2 %",
         "",
         format_table(["model", *(["calibration"] if len(host_models) > 1 else []), "ops", "MAPE %", "max %", "conv MAPE %",
-                      "conv max %", "sum err %", "plan cost %", "solver"],
-                     rows, [False, *([False] if len(host_models) > 1 else []), True, True, True, True, True, True, True, False]),
+                      "conv max %", "sum err %", "plan cost %", "solver",
+                      "not predicted (profiled)"],
+                     rows, [False, *([False] if len(host_models) > 1 else []), True, True, True, True, True, True, True, False, False]),
         "",
         "per kind, sum of T_host profiled -> predicted (ms):",
     ]

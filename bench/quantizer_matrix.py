@@ -48,12 +48,16 @@ CIMSPLIT = str(Path(sys.executable).with_name("cimsplit"))
 CONFIGS = [*STATIC, "dynamic", "pre-processed"]
 
 
-class SeededInputs(CalibrationDataReader):
-    """Three seeded standard-normal batches for the model's inputs (their dynamic dims taken as 1)."""
+Shapes = dict[str, tuple[int, ...]]
 
-    def __init__(self, model: Path) -> None:
+
+class SeededInputs(CalibrationDataReader):
+    """Three seeded standard-normal batches for the model's inputs (``shapes`` by input name; else their
+    dynamic dims taken as 1)."""
+
+    def __init__(self, model: Path, shapes: Shapes | None = None) -> None:
         graph = onnx.load(model, load_external_data=False).graph
-        shapes = {i.name: [d.dim_value or 1 for d in i.type.tensor_type.shape.dim] for i in graph.input}
+        shapes = shapes or {i.name: tuple(d.dim_value or 1 for d in i.type.tensor_type.shape.dim) for i in graph.input}
         rng = np.random.default_rng(0)
         self._batches = iter([{k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
                               for _ in range(3)])
@@ -62,47 +66,54 @@ class SeededInputs(CalibrationDataReader):
         return next(self._batches, None)
 
 
-def quantizer(config: str) -> Callable[[Path, Path, Path], None]:
-    """quantize(float model, int8 model, scratch directory) for ``config``."""
+def quantizer(config: str, shapes: Shapes | None = None) -> Callable[[Path, Path, Path], None]:
+    """quantize(float model, int8 model, scratch directory) for ``config``, calibrated at ``shapes``."""
     if config == "dynamic":
         return lambda src, dst, _: quantize_dynamic(str(src), str(dst), weight_type=S8)
     if config == "pre-processed":
         def pre_processed(src: Path, dst: Path, tmp: Path) -> None:
             pre = tmp / f"{src.stem}-pre.onnx"
             quant_pre_process(str(src), str(pre))
-            quantize_static(str(pre), str(dst), SeededInputs(pre), **STATIC["s8s8-per-channel"])
+            quantize_static(str(pre), str(dst), SeededInputs(pre, shapes), **STATIC["s8s8-per-channel"])
         return pre_processed
-    return lambda src, dst, _: quantize_static(str(src), str(dst), SeededInputs(src), **STATIC[config])
+    return lambda src, dst, _: quantize_static(str(src), str(dst), SeededInputs(src, shapes), **STATIC[config])
 
 
 def last_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[-1]
 
 
-def largest_difference(whole: Path, partitioned: Path) -> float:
+def largest_difference(whole: Path, partitioned: Path, shapes: Shapes | None = None) -> float:
     """max |partitioned.onnx - whole model| over all outputs, both in plain onnxruntime on one seeded input."""
-    feeds = SeededInputs(whole).get_next()
-    outputs = [ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    feeds = SeededInputs(whole, shapes).get_next()
+    quiet = ort.SessionOptions()
+    quiet.log_severity_level = 3  # (an exporter's unused initializers: one warning each)
+    outputs = [ort.InferenceSession(str(path), quiet, providers=["CPUExecutionProvider"]).run(None, feeds)
                for path in (whole, partitioned)]
     return max(float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in zip(*outputs))
 
 
-def case(model: Path, config: str, tmp: Path, crossbars: int, time_limit: float) -> tuple[str, str, str, str]:
+def case(model: Path, config: str, tmp: Path, crossbars: int, time_limit: float,
+         shapes: Shapes | None = None) -> tuple[str, str, str, str]:
     """(compile outcome, operators placed on the CIM, partitioned.onnx's difference, check outcome) of one
-    quantized model."""
+    quantized model (``config`` "float": the model itself); ``shapes`` fix its inputs' dynamic dims."""
     quantized = tmp / f"{model.stem}-{config}.onnx"
     try:
-        quantizer(config)(model, quantized, tmp)
+        if config == "float":
+            quantized = model
+        else:
+            quantizer(config, shapes)(model, quantized, tmp)
     except Exception as exc:  # the quantizer's own failure is a row, not the end of the run
         return f"quantizer failed: {str(exc)[:80]}", "-", "-", "-"
     out = tmp / f"{model.stem}-{config}"
+    fixed = [arg for name, dims in (shapes or {}).items() for arg in ("--input-shape", f"{name}={','.join(map(str, dims))}")]
     built = subprocess.run([CIMSPLIT, "compile", str(quantized), "-o", str(out), "--force", "--crossbars",
-                            str(crossbars), "--time-limit", str(time_limit)], capture_output=True, text=True)
+                            str(crossbars), "--time-limit", str(time_limit), *fixed], capture_output=True, text=True)
     if built.returncode:
         return f"exit {built.returncode}: {last_line(built.stderr)[:120]}", "-", "-", "-"
     cim = str(json.loads((out / "plan.json").read_text(encoding="utf-8"))["operators_on_cim"])
     try:
-        difference = f"{largest_difference(quantized, out / 'partitioned.onnx'):.3g}"
+        difference = f"{largest_difference(quantized, out / 'partitioned.onnx', shapes):.3g}"
     except Exception as exc:  # noqa: BLE001 - onnxruntime refusing partitioned.onnx is a row too
         difference = "refused"
         print(f"partitioned.onnx: {str(exc)[:300]}", file=sys.stderr)
