@@ -88,10 +88,11 @@ EXPORT_OPS = ("ReduceMean", "Sqrt", "Unsqueeze", "Pad", "BatchNormalization", "P
 Add, Sqrt, Div (PyTorch below opset 17, PaddlePaddle's paddle2onnx: PP-OCR's recognisers), the Unsqueeze of
 a view, explicit padding, a BatchNormalization no conv precedes (DenseNet's), PReLU (face and PaddlePaddle
 models), Mish's Softplus, an Exp.  Float only but :data:`QUANTIZED_EXPORT_OPS`: onnxruntime's quantizer leaves the
-others float (an int8 model's are float kinds), and folds the BatchNormalization into the conv an int8 point puts
-before it.  Drawn from their own random stream, so that the other kinds' points and order stay as they were."""
-QUANTIZED_EXPORT_OPS = frozenset({"Unsqueeze", "Pad"})
-"""The :data:`EXPORT_OPS` onnxruntime's quantizer puts between Q/DQ pairs (it moves int8 data as it is)."""
+others float (an int8 model's are float kinds).  Drawn from their own random stream, so that the other kinds' points
+and order stay as they were."""
+QUANTIZED_EXPORT_OPS = frozenset({"Unsqueeze", "Pad", "ReduceMean", "BatchNormalization"})
+"""The :data:`EXPORT_OPS` onnxruntime's quantizer puts between Q/DQ pairs (PP-OCR's int8 recognisers have int8
+ReduceMean and BatchNormalization operators)."""
 ROW_KINDS = frozenset({"LayerNormalization", "Softmax-last", "SkipLayerNormalization", "ReduceMean"})
 """Kinds that work along the last axis, measured on rows as long as a transformer's (:data:`ROW_LENGTHS`)."""
 ROW_LENGTHS = (50, 100, 176, 344, 680)

@@ -74,7 +74,7 @@ BINARY = frozenset({"Add", "Mul", "Sub", "Div", "Concat"})
 BLOCKED_KINDS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "Resize"})
 """Float kinds onnxruntime runs on the NCHWc layout of the convs around them (a Resize as an NCHWc Upsample):
 measured between two."""
-FLOAT_OUTPUTS = frozenset({"HardSigmoid", "Tanh", "Sub", "Div", "Pow", "Erf"})
+FLOAT_OUTPUTS = frozenset({"HardSigmoid", "Tanh", "Sub", "Div", "Pow", "Erf", "ReduceMean", "BatchNormalization"})
 """Ops whose output the zoo's quantizer leaves float when it is the graph's: an int8 point has a conv read it."""
 VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 """Ops that only relabel their input's shape: measured with a reader, not as the graph's output."""
@@ -165,7 +165,7 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                 return helper.make_node("Conv", ["x", const(f"w_in{index}", weight((c, DEPTHWISE_NEIGHBOUR, 1, 1)))],
                                         [output], kernel_shape=[1, 1])
 
-            if kind in ACTIVATIONS:
+            if kind in ACTIVATIONS or kind == "BatchNormalization":  # (after a conv, onnxruntime folds it into it)
                 nodes = [conv(0, NEIGHBOUR_OUTPUT), conv(1, BLOCKED_SECOND),
                          helper.make_node("Add", [NEIGHBOUR_OUTPUT, BLOCKED_SECOND], [MEASURED_INPUT])]
             else:

@@ -241,6 +241,7 @@ def test_the_measured_conv_is_charged_its_own_kernel_only(tmp_path: Path) -> Non
 @pytest.mark.parametrize(("kind", "n_out"), [
     ("int8:Add", 16 * 100), ("int8:Concat", 2 * 16 * 100), ("int8:Sigmoid", 16 * 100), ("int8:Relu-s8out", 16 * 100),
     ("int8:HardSigmoid-s8in", 16 * 100), ("int8:Erf-s8out", 16 * 100), ("int8:Div-s8", 16 * 100),
+    ("int8:BatchNormalization", 16 * 100), ("int8:BatchNormalization-s8out", 16 * 100), ("int8:Pad", 16 * 144),
 ])
 def test_int8_element_points_read_quantized_ops_not_a_graph_input(tmp_path: Path, kind: str, n_out: int) -> None:
     """Each operand is a conv's output (an activation's the Add of two): no QuantizeLinear of a float graph input is
@@ -320,7 +321,7 @@ def test_export_kinds_are_drawn_from_their_own_stream(monkeypatch: pytest.Monkey
 
     full = grid(int8=True)
     int8 = {p.kind.removeprefix("int8:").split("-s8")[0] for p in full if p.kind.startswith("int8:")}
-    assert int8 & set(EXPORT_OPS) == QUANTIZED_EXPORT_OPS == {"Unsqueeze", "Pad"}  # the others float only
+    assert int8 & set(EXPORT_OPS) == QUANTIZED_EXPORT_OPS == {"Unsqueeze", "Pad", "ReduceMean", "BatchNormalization"}
     # 2 at LARGE: 16 and 40 channels of 260 x 260 are within MAX_ELEMENTS (3e6), 88 are not
     assert {op: sum(p.kind == op for p in full) for op in EXPORT_OPS} == {op: 12 if op == "ReduceMean" else 14 for op in EXPORT_OPS}
     monkeypatch.setattr(calibration_grid, "EXPORT_OPS", ())
