@@ -107,11 +107,12 @@ def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], tim
     steps = partition_steps(model, times_ns)
     timed = sorted((s for s in steps if s.operator is not None), key=lambda s: (times_ns[s.operator][0], s.nodes[0]))  # type: ignore[index]
     produced_here = {t for s in steps for t in s.outputs}
+    ready = _ready_ns(steps, arrival_ns)
     runs: list[list[Step]] = []
     run_start = run_end = 0.0
     for step in timed:
         start, duration = times_ns[step.operator]  # type: ignore[index]
-        late = max((arrival_ns.get(t, 0.0) for t in step.inputs if t not in produced_here), default=0.0)
+        late = max((ready.get(t, 0.0) for t in step.inputs), default=0.0)
         members = {s.operator for s in runs[-1]} if runs else set()
         if (not runs or late > run_start + _TOLERANCE_NS
                 or _interleaved(run_end, start, times_ns, period_ns, members)):  # type: ignore[arg-type]
@@ -131,6 +132,20 @@ def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], tim
         members[0] |= own
     _share_dequantize(model, outputs, members)
     return _build(name, _unsigned_cuts(model, members), outputs, runs, members, times_ns, run_start)
+
+
+def _ready_ns(steps: list[Step], arrival_ns: Mapping[str, float]) -> dict[str, float]:
+    """Tensor -> when it can be read in the partition: a tensor from elsewhere on its arrival, one a node of no
+    operator makes (the copy of a cut DequantizeLinear) when that node's inputs are there; a scheduled operator's
+    output by the schedule's order (not listed).  A DQ copy of a late CIM result, read by an operator, holds that
+    operator's piece back to the result (fuzz seed 779: the piece began before it, and its stream stopped with
+    every piece waiting: the serial bus sent a transfer the piece makes before the result it waited on)."""
+    ready = dict(arrival_ns)
+    for step in steps:  # (model order: a chain of copies reads its predecessor's outputs)
+        if step.operator is None:
+            at = max((ready.get(t, 0.0) for t in step.inputs), default=0.0)
+            ready.update((t, at) for t in step.outputs)
+    return ready
 
 
 def _interleaved(a: float, b: float, times_ns: Mapping[str, tuple[float, float]], period_ns: float | None,

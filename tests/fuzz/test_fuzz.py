@@ -52,12 +52,13 @@ def test_int8_cuts_are_unsigned_where_onnxruntime_makes_them_so(seed: int, tmp_p
     assert [f.line() for f in check_seed(seed, tmp_path, max_steps=16, budgets=(2,))] == []
 
 
-@pytest.mark.parametrize(("seed", "budget"), ((179, 2), (129, 10)))
+@pytest.mark.parametrize(("seed", "budget"), ((179, 2), (129, 10), (779, 10)))
 def test_an_int8_throughput_plan_streams_frame_by_frame_bit_for_bit(seed: int, budget: int, tmp_path: Path) -> None:
     """``--objective throughput``, six frames on the stream schedule (runtime/steps.py's host pieces).  Seed 179: a
     piece read another's DequantizeLinear output and ran its operator in float (0.16 off).  Seed 129: the copy of
     a cut DequantizeLinear of a CIM result, a partition output, sat in the partition's first piece, which then
-    waited for it while the serial bus held the transfer it waited on behind that piece's: no piece could run."""
+    waited for it while the serial bus held the transfer it waited on behind that piece's: no piece could run.
+    Seed 779: the same wait, a DQ copy of a late CIM result read by an operator of a piece that began before it."""
     failures = check_seed(seed, tmp_path, max_steps=16, budgets=(budget,), objective="throughput", stream=6)
     assert [f.line() for f in failures] == []
 
