@@ -39,10 +39,11 @@ Q backward runs over every node first, then DQ forward over the nodes the graph 
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 from onnx import defs, numpy_helper
 
-__all__ = ["PROPAGATING", "drop_no_ops", "propagate_quantizers", "restore_quantizers", "standard_quantizers"]
+__all__ = ["PROPAGATING", "drop_no_ops", "fuse_pads", "propagate_quantizers", "restore_quantizers", "standard_quantizers"]
 
 PROPAGATING = {"MaxPool": (12,), "Reshape": (5, 13, 14, 19), "Transpose": (1, 13), "Squeeze": (1, 11, 13),
                "Unsqueeze": (1, 11, 13), "Slice": (1, 10, 11, 13)}
@@ -264,3 +265,73 @@ def drop_no_ops(model: onnx.ModelProto) -> int:
         del graph.node[:]
         graph.node.extend(keep)
     return len(alias)
+
+
+_PAD_VERSIONS = (1, 2, 11, 13, 18, 19)
+_CONV_VERSIONS = (1, 11)
+"""The Pad and Conv versions onnxruntime's ``PadFusion`` (``core/optimizer/pad_fusion.cc``) fuses."""
+
+
+def fuse_pads(model: onnx.ModelProto) -> int:
+    """Fold, in place, each Pad into the Conv after it (through a Cast) exactly where onnxruntime 1.32's level-1
+    ``PadFusion`` does; how many.  It fuses a Pad of a version it lists, of at most three inputs, read by one node
+    and no graph output, in constant mode with constant pads and a zero constant value, padding no batch or channel
+    dim and none negatively, into a Conv of a listed version with no ``auto_pad`` but NOTSET.  (Its source also
+    names MaxPool and AveragePool children and wants a ``pads`` attribute; 1.32 fuses into neither pool, and into
+    a Conv without ``pads`` as well: ``test_ort_rewrites`` holds the rule to onnxruntime's own graph.)  onnxslim
+    fuses a zero Pad into a Conv with ``auto_pad`` VALID too; in a QDQ model that decides whether the Conv reads its
+    DequantizeLinear directly, so a quantized model gets this rule and not onnxslim's (fuzz seed 5249 with exporter
+    clutter: a zero Pad before a VALID Conv, kept by onnxruntime, which ran the Conv in float, and fused by
+    onnxslim, whose split ran QLinearConv: 0.756 off even all on the host)."""
+    graph = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    constants |= {node.output[0]: numpy_helper.to_array(node.attribute[0].t) for node in graph.node
+                  if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value"}
+    outputs = {vi.name for vi in graph.output}
+
+    def since(op_type: str) -> int:
+        return defs.get_schema(op_type, opset).since_version
+
+    def readers(tensor: str) -> list[onnx.NodeProto]:
+        return [node for node in graph.node if tensor in node.input]
+
+    fused = []
+    for pad in graph.node:
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in pad.attribute}
+        users = readers(pad.output[0]) if pad.op_type == "Pad" and pad.domain in ("", "ai.onnx") else []
+        if (len(users) != 1 or pad.output[0] in outputs or since("Pad") not in _PAD_VERSIONS or len(pad.input) > 3
+                or attributes.get("mode", b"constant") not in (b"constant", "constant")):
+            continue
+        if opset >= 11:
+            pads = constants.get(pad.input[1]) if len(pad.input) > 1 else None
+            value = constants.get(pad.input[2]) if len(pad.input) > 2 and pad.input[2] else np.zeros(1)
+            if pads is None or value is None or np.frombuffer(value.tobytes(), np.uint8).any():  # (-0.0 is not zero)
+                continue
+            pads = [int(p) for p in pads]
+        else:
+            pads = list(attributes.get("pads", []))
+            if attributes.get("value", 0.0) != 0.0:
+                continue
+        (child,) = users
+        if child.op_type == "Cast":
+            after = readers(child.output[0])
+            if len(after) != 1 or child.output[0] in outputs:
+                continue
+            (child,) = after
+        half = len(pads) // 2
+        child_attributes = {a.name: a for a in child.attribute}
+        auto_pad = child_attributes["auto_pad"].s if "auto_pad" in child_attributes else b"NOTSET"
+        if (child.op_type != "Conv" or child.domain not in ("", "ai.onnx") or since("Conv") not in _CONV_VERSIONS
+                or auto_pad != b"NOTSET" or any(pads[i] for i in (0, 1, half, half + 1)) or any(p < 0 for p in pads)):
+            continue
+        if "pads" not in child_attributes:
+            child.attribute.append(onnx.helper.make_attribute("pads", [0] * (2 * half - 4)))
+            child_attributes["pads"] = child.attribute[-1]
+        spatial = pads[2:half] + pads[half + 2:]
+        child_attributes["pads"].ints[:] = [a + b for a, b in zip(child_attributes["pads"].ints, spatial)]
+        users[0].input[0] = pad.input[0]  # (the child, or the Cast before it)
+        fused.append(pad)
+    for pad in fused:
+        graph.node.remove(pad)
+    return len(fused)

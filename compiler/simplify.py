@@ -41,7 +41,7 @@ import onnx
 import onnx.inliner
 
 from cimsplit.compiler.constants import STANDARD_DOMAINS
-from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers, restore_quantizers, standard_quantizers
+from cimsplit.compiler.ort_rewrites import drop_no_ops, fuse_pads, propagate_quantizers, restore_quantizers, standard_quantizers
 from cimsplit.errors import CimsplitError
 from cimsplit.ort_logging import ort_log_severity
 
@@ -66,8 +66,7 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
     slim_log = logging.getLogger("onnxslim")
     if not slim_log.handlers:
         slim_log.addHandler(logging.NullHandler())
-    # weight_tying (merging equal weights) compares every pair of same-shaped
-    # constants: quadratic, and of no use for costing; skip it.
+    # weight_tying (merging equal weights) compares every pair of same-shaped constants: quadratic, and of no use.
     # FusionGemm rewrites a 3-D MatMul + Add as Reshape -> Gemm -> Reshape: two
     # host operators more, and an activation after it no longer fuses; the
     # workload builder fuses the bias Add into the MatMul instead.
@@ -78,12 +77,13 @@ def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
     # Nor are its no-ops removed there: onnxruntime keeps a Reshape to the same shape (onnxslim does not),
     # and removes what ort_rewrites.drop_no_ops removes after slimming.
     skipped = ["weight_tying"] + (["subexpression_elimination", "dead_node_elimination"] if _is_quantized(model) else [])
+    pads = ["FusionPadConv"] if _is_quantized(model) else []  # (onnxruntime's own rule instead: ort_rewrites.fuse_pads)
     standard, contrib = standard_quantizers(model)  # (types and shapes through com.microsoft Q/DQ)
     for attempt in (skipped, sorted({*skipped, "graph_fusion", "subexpression_elimination"})):
         copy = onnx.ModelProto()
         copy.CopyFrom(standard)  # onnxslim edits its argument in place (freeze)
         try:
-            slimmed = onnxslim.slim(copy, skip_optimizations=attempt, skip_fusion_patterns=["FusionGemm"])
+            slimmed = onnxslim.slim(copy, skip_optimizations=attempt, skip_fusion_patterns=["FusionGemm", *pads])
         except Exception as exc:  # noqa: BLE001 - a library failure degrades, it must not crash
             log.warning("onnxslim failed (%s: %s)", type(exc).__name__, exc)
             continue
@@ -319,6 +319,8 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
         log.info("dropped %d nodes whose outputs reach no graph output", dropped)
     original_inputs = [vi for vi in pruned.graph.input if vi.name not in {t.name for t in pruned.graph.initializer}]
     output_names = [vi.name for vi in pruned.graph.output]
+    if _is_quantized(pruned):  # onnxruntime's PadFusion, not onnxslim's (which fuses any zero Pad)
+        fuse_pads(pruned)
     slimmed = _slim(pruned)
     new_inputs = {vi.name for vi in slimmed.graph.input}
     new_outputs = [vi.name for vi in slimmed.graph.output]

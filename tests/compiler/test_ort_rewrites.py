@@ -8,7 +8,7 @@ import onnxruntime as ort
 from graphs import kernels, optimized
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.ort_rewrites import drop_no_ops, propagate_quantizers, restore_quantizers, standard_quantizers
+from cimsplit.compiler.ort_rewrites import drop_no_ops, fuse_pads, propagate_quantizers, restore_quantizers, standard_quantizers
 
 SCALE, ZERO = "s", "z"
 
@@ -156,3 +156,56 @@ def test_a_dequantizer_is_carried_forward_to_every_reader() -> None:
         assert kernels(edited) == kernels(model)
         for got, want in zip(_outputs(edited), _outputs(model)):
             np.testing.assert_array_equal(got, want)
+
+
+def _pad_net(child: str = "Conv", pads: list[int] = (0, 0, 1, 1, 0, 0, 1, 1), value: float = 0.0, attrs: dict | None = None,
+             cast: bool = False, second_reader: bool = False) -> onnx.ModelProto:
+    """x[1,4,6,6] -> Pad(pads, value) [-> Cast to float] -> child [-> y] (and Relu(pad) -> z when ``second_reader``)."""
+    nodes = [helper.make_node("Pad", ["x", "pads", "value"], ["p"], name="pad")]
+    source = "p"
+    if cast:
+        nodes.append(helper.make_node("Cast", ["p"], ["c"], name="cast", to=TensorProto.FLOAT))
+        source = "c"
+    inputs = [source, "w"] if child == "Conv" else [source]
+    kernel = {"kernel_shape": [1, 1]} if child != "Conv" else {}
+    nodes.append(helper.make_node(child, inputs, ["y"], name="child", **kernel, **(attrs or {})))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if second_reader:
+        nodes.append(helper.make_node("Relu", ["p"], ["z"], name="relu"))
+        outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
+    inits = [numpy_helper.from_array(np.array(pads, np.int64), "pads"), numpy_helper.from_array(np.array(value, np.float32), "value"),
+             numpy_helper.from_array(np.ones((4, 4, 1, 1), np.float32), "w")]
+    graph = helper.make_graph(nodes, "pad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])], outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_pads_fuse_exactly_where_onnxruntimes_pad_fusion_fuses_them() -> None:
+    """A Pad is folded into the Conv it feeds only where onnxruntime's level-1 PadFusion folds it (in a QDQ model that
+    decides whether the Conv runs as a QLinearConv): not before a Conv with ``auto_pad`` VALID, which onnxslim fuses
+    too, nor into a pool, nor with a second reader, a padded channel or a nonzero value."""
+    cases = {
+        "conv without pads": (_pad_net(), True),
+        "conv with pads": (_pad_net(attrs={"pads": [0, 0, 0, 0]}), True),
+        "conv auto_pad VALID": (_pad_net(attrs={"auto_pad": "VALID"}), False),
+        "channel padded": (_pad_net(pads=[0, 1, 1, 1, 0, 0, 1, 1]), False),
+        "value one": (_pad_net(value=1.0), False),
+        "negative": (_pad_net(pads=[0, 0, -1, 0, 0, 0, 1, 1]), False),
+        "two readers": (_pad_net(second_reader=True), False),
+        "maxpool with pads": (_pad_net("MaxPool", attrs={"pads": [0, 0, 0, 0]}), False),
+        "cast, then conv": (_pad_net(cast=True), True),
+    }
+    for name, (model, fused) in cases.items():
+        ours = onnx.ModelProto()
+        ours.CopyFrom(model)
+        assert fuse_pads(ours) == int(fused), name
+        theirs = optimized(model, basic_only=True)
+        assert any(n.op_type == "Pad" for n in theirs.graph.node) is (not fused), name
+        if fused:
+            child = next(n for n in ours.graph.node if n.name == "child")
+            assert list(next(a for a in child.attribute if a.name == "pads").ints) == [1, 1, 1, 1], name
+            feeds = {"x": np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)}
+            run = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+                   for m in (model, ours)]
+            np.testing.assert_array_equal(*run)

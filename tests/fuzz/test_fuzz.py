@@ -72,6 +72,14 @@ def test_seed_in_another_quantizer_configuration(seed: int, quantizer: str, tmp_
     assert [f.line() for f in check_seed(seed, tmp_path, max_steps=16, budgets=(2,), quantizer=quantizer)] == []
 
 
+def test_a_pad_onnxruntime_keeps_before_a_quantized_conv_stays(tmp_path: Path) -> None:
+    """Seed 5249 (u8s8 per tensor, exporter clutter): a zero Pad between a DequantizeLinear and a Conv with ``auto_pad``
+    VALID, which onnxruntime keeps (the Conv runs in float) and onnxslim fused (QLinearConv): 0.756 off even all on
+    the host (compiler/ort_rewrites.fuse_pads)."""
+    failures = check_seed(5249, tmp_path, max_steps=16, budgets=(0, 2), clutter=True, quantizer="u8s8-per-tensor")
+    assert [f.line() for f in failures] == []
+
+
 @pytest.mark.parametrize("seed", (8519, 8769))
 def test_contrib_quantizers_with_exporter_clutter_and_a_dynamic_batch(seed: int, tmp_path: Path) -> None:
     """Quantized with com.microsoft Q/DQ (``UseQDQContribOps``), whose types onnx cannot infer: seed 8519's Cast
