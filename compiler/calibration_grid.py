@@ -27,7 +27,7 @@ from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, anchor_ki
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 
 __all__ = ["GridPoint", "grid", "gemm_descriptors", "gemm_key", "has_weights", "SPATIAL", "LARGE", "POOLED", "ELEMENT_OPS",
-           "EXPORT_OPS", "QUANTIZED_EXPORT_OPS", "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS", "STEM_KERNELS"]
+           "EXPORT_OPS", "QUANTIZED_EXPORT_OPS", "SQUEEZED", "WIDE", "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS", "STEM_KERNELS"]
 
 SPATIAL = (10, 18, 36, 68, 132)
 LARGE = 260
@@ -53,6 +53,12 @@ DOWNSAMPLING_POINTS = 60
 """Patch convs (stride = kernel, no padding): a vision transformer's stem on the image (16 x 16; 4 x 4 for Swin and
 ConvNeXt) and a seeded sample of ConvNeXt's 2 x 2 downsamplings between stages.  Predicted from the grid's
 kernels of 1-7, ViT-Tiny int8's 16 x 16 stem was 20 % under its time as a point (36 % under in the network)."""
+SQUEEZED = (2, 4, 6, 12)
+WIDE = (24, 40, 72, 120, 200, 320, 480, 720)
+"""Squeeze-and-excitation convs on one pixel: a wide side squeezed to a few channels and back (MobileNetV3's,
+EfficientNet's, PP-LCNet's, which squeeze to a quarter).  Below the grid's 16 output channels a fit extrapolated
+(PP-OCRv5's 8 -> 2 and 2 -> 8 convs, 8 us profiled: 24-58 us predicted); a conv of at most four input channels
+also takes the image's path (:func:`.host_regression.conv_regimes`), as these do.  Their own queue, last."""
 DEPTHWISE = (16, 40, 88, 176, 344, 680, 1360)
 MAX_DEPTHWISE_ELEMENTS = 12e6
 FUSED_DEPTHWISE = "Conv-depthwise+Clip"
@@ -148,6 +154,11 @@ def _patch_points(rng: np.random.Generator) -> list[GridPoint]:
     downsamplings = [_patch(c_in, c_out, out, 2) for c_in in CONV_IN[1:] for c_out in CONV_OUT for out in SPATIAL[:4]
                      if c_out * c_in * 4 * out * out <= MAX_MACS]
     return stems + [downsamplings[i] for i in sorted(rng.permutation(len(downsamplings))[:DOWNSAMPLING_POINTS])]
+
+
+def _squeeze_points() -> list[GridPoint]:
+    return [GridPoint("Conv", (("c_in", c_in), ("c_out", c_out), ("h", POOLED), ("k", 1), ("s", 1)))
+            for narrow in SQUEEZED for wide in WIDE for c_in, c_out in ((wide, narrow), (narrow, wide))]
 
 
 def _depthwise_points(kind: str = "Conv-depthwise") -> list[GridPoint]:
@@ -254,6 +265,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     export_rng = np.random.default_rng(seed + 5)  # last, from their own stream (:data:`EXPORT_OPS`)
     for op in EXPORT_OPS:
         per_kind[op] = _element_points(op, export_rng)
+    per_kind["squeeze"] = _squeeze_points()  # (a queue of Conv points of its own, last: the others' order stays)
     queues: list[tuple[int, list[GridPoint]]] = []
     for kind, points in per_kind.items():
         points = [p for p in points if gemm_descriptors(p) not in excluded]

@@ -33,6 +33,8 @@ from cimsplit.compiler.calibration_grid import (
     ROW_KINDS,
     ROW_LENGTHS,
     SPATIAL,
+    SQUEEZED,
+    WIDE,
     GridPoint,
     gemm_descriptors,
     grid,
@@ -324,8 +326,13 @@ def test_export_kinds_are_drawn_from_their_own_stream(monkeypatch: pytest.Monkey
     assert int8 & set(EXPORT_OPS) == QUANTIZED_EXPORT_OPS == {"Unsqueeze", "Pad", "ReduceMean", "BatchNormalization"}
     # 2 at LARGE: 16 and 40 channels of 260 x 260 are within MAX_ELEMENTS (3e6), 88 are not
     assert {op: sum(p.kind == op for p in full) for op in EXPORT_OPS} == {op: 12 if op == "ReduceMean" else 14 for op in EXPORT_OPS}
+    def squeezed(p: GridPoint) -> bool:
+        return p.get("h") == POOLED and bool({p.get("c_in"), p.get("c_out")} & set(SQUEEZED)) if "Conv" in p.kind else False
+
+    monkeypatch.setattr(calibration_grid, "_squeeze_points", list)  # (the squeeze-and-excitation convs likewise)
+    assert [p for p in full if not squeezed(p)] == grid(int8=True)
     monkeypatch.setattr(calibration_grid, "EXPORT_OPS", ())
-    assert [p for p in full if not any(op in p.kind for op in EXPORT_OPS)] == grid(int8=True)
+    assert [p for p in full if not any(op in p.kind for op in EXPORT_OPS) and not squeezed(p)] == grid(int8=True)
 
 
 def test_row_kinds_run_along_rows_as_long_as_a_transformers() -> None:
@@ -355,7 +362,11 @@ def test_chain_points_run_as_one_fused_kernel_measured_whole(kind: str) -> None:
 def test_pooled_points_are_pointwise_convs_on_one_pixel() -> None:
     """Squeeze-and-excitation convs and heads after a global pool: 1x1, stride 1, one output pixel (one MVM)."""
     pooled = [p for p in grid() if p.kind == "Conv" and p.get("h") == POOLED]
-    assert len(pooled) == 8 * 7 - 1  # every C_in x C_out pair of the grid but the 1360-output image conv
+    squeezed = [p for p in pooled if {p.get("c_in"), p.get("c_out")} & set(SQUEEZED)]
+    # every C_in x C_out pair of the grid but the 1360-output image conv, and the squeeze-and-excitation pairs
+    assert len(pooled) == 8 * 7 - 1 + len(squeezed) and len(squeezed) == 2 * len(SQUEEZED) * len(WIDE)
+    assert {(min(p.get("c_in"), p.get("c_out")), max(p.get("c_in"), p.get("c_out"))) for p in squeezed} == {
+        (n, w) for n in SQUEEZED for w in WIDE}
     assert {(p.get("k"), p.get("s")) for p in pooled} == {(1, 1)}
     assert gemm_descriptors(pooled[0]) == (pooled[0].get("c_out"), pooled[0].get("c_in"), 1)
 
