@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["Step", "partition_steps", "Piece", "host_pieces", "OPERATOR_KEY"]
+__all__ = ["Step", "partition_steps", "Piece", "host_pieces", "OPERATOR_KEY", "UNSIGNED_KEY"]
 
 OPERATOR_KEY = "cimsplit.operator"
 """The metadata key naming a node's workload operator (written by the annotate pass)."""
@@ -127,7 +127,7 @@ def host_pieces(name: str, model: onnx.ModelProto, outputs: Collection[str], tim
     own = _place_untimed(model, [s for s in steps if s.operator is None], members)
     if own and any(runs):  # a piece of their own, when their inputs have arrived
         members.append(own)
-        run_start = max((arrival_ns.get(t, 0.0) for i in own for t in model.graph.node[i].input), default=0.0)
+        run_start = max((ready.get(t, 0.0) for i in own for t in model.graph.node[i].input), default=0.0)
     else:
         members[0] |= own
     _share_dequantize(model, outputs, members)

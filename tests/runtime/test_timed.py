@@ -27,9 +27,10 @@ from cimsplit.passes.emit.artifacts import write_artifacts
 from cimsplit.passes.fixed_placement import fixed_assignment
 from cimsplit.passes.pipeline import build_artifacts
 from cimsplit.passes.placement.driver import problem_from_costs
+from cimsplit.passes.rewrite.unsigned_cuts import KEY_UNSIGNED
 from cimsplit.runtime import Session
 from cimsplit.runtime.plan import StreamRecord, StreamTaskRecord, read_plan
-from cimsplit.runtime.steps import host_pieces
+from cimsplit.runtime.steps import UNSIGNED_KEY, host_pieces
 
 
 def fork_net() -> onnx.ModelProto:
@@ -293,7 +294,8 @@ def test_pieces_cut_between_int8_operators_pass_the_pair_as_the_partition_runs_i
     plan = read_plan(out / "plan.json")
     (part,) = plan.partitions
     model = onnx.load(out / part.file)
-    marked = [n.output[0] for n in model.graph.node if any(p.key == "cimsplit.unsigned" for p in n.metadata_props)]
+    assert UNSIGNED_KEY == KEY_UNSIGNED  # (the split writes what the runtime reads; neither imports the other)
+    marked = [n.output[0] for n in model.graph.node if any(p.key == UNSIGNED_KEY for p in n.metadata_props)]
     times = {op.name: (op.start_ns, op.duration_ns) for op in plan.timeline.operators}
     a, b = sorted(times, key=lambda name: times[name][0])[:2]  # (the ops are named after their anchor nodes)
     gap = {name: (start + (0.0 if name == a else 1e3), duration) for name, (start, duration) in times.items()}  # 1 us after a
