@@ -407,7 +407,7 @@ def _timed_stream(session, feeds: dict[str, np.ndarray], single: dict[str, np.nd
     if 1 < frames < 2 * session.frames_in_flight:  # (PP-OCR int8, 46 in flight: 8 frames measured 0.12 of the period)
         print(f"note: {frames} frames with {session.frames_in_flight} in flight never reach the steady state; the "
               f"measured period is the fill's and the drain's (pass --stream {2 * session.frames_in_flight} or more)")
-    exact = set(single) if Path(session.manifest.model_path).is_file() and is_quantized(session.manifest.model_path) else ()
+    exact = exact_outputs(session.manifest.model_path) if Path(session.manifest.model_path).is_file() else ()  # (as --check)
     same = all(equal for out in run.outputs for _, _, _, equal in compare(out, single, exact))
     print(f"stream outputs equal the single-frame outputs frame by frame: {'yes' if same else 'NO'}")
     result: dict[str, float | None] = {"measured": measured, "modeled": modeled, "outputs_equal": same}

@@ -190,7 +190,7 @@ def check_model(model_path: Path, work: Path, *, quantized: bool, seed: int = 0,
                 diff = _compare(got, ref, exact)
                 failure = Failure(mismatch, budget, diff) if diff else None
         if failure is None and stream:
-            failure = _check_stream(out, budget, feeds, got, set(got) if quantized else set(), stream)
+            failure = _check_stream(out, budget, feeds, got, exact, stream)
         if failure is None:
             try:
                 whole = _ort_run(out / "partitioned.onnx", feeds)

@@ -72,6 +72,15 @@ def test_seed_in_another_quantizer_configuration(seed: int, quantizer: str, tmp_
     assert [f.line() for f in check_seed(seed, tmp_path, max_steps=16, budgets=(2,), quantizer=quantizer)] == []
 
 
+def test_a_float_output_of_an_int8_stream_is_compared_as_run_check_compares_it(tmp_path: Path) -> None:
+    """Seed 18659 (Conv-only quantization, clutter, dynamic batch): its output is a float op's after the last DQ, and
+    the stream's pieces computed it 2.4e-7 from the whole partition's; like ``run --check``, the stream check wants bit
+    identity only for outputs a DQ, Q or QLinear op writes (``run_cmd.exact_outputs``)."""
+    failures = check_seed(18659, tmp_path, max_steps=16, budgets=(1000,), clutter=True, dynamic=True,
+                          quantizer="conv-only", objective="throughput", stream=6)
+    assert [f.line() for f in failures] == []
+
+
 def test_a_pad_onnxruntime_keeps_before_a_quantized_conv_stays(tmp_path: Path) -> None:
     """Seed 5249 (u8s8 per tensor, exporter clutter): a zero Pad between a DequantizeLinear and a Conv with ``auto_pad``
     VALID, which onnxruntime keeps (the Conv runs in float) and onnxslim fused (QLinearConv): 0.756 off even all on
