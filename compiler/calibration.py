@@ -64,7 +64,7 @@ from cimsplit.compiler.host_model import (
     plain_kind,
 )
 from cimsplit.compiler.host_variants import op_variants
-from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
+from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, CALIBRATION_ATTRIBUTIONS
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.compiler.workload import Operator
@@ -351,7 +351,8 @@ def _check_extendable(earlier: HostModel, threads: int) -> None:
     here = {"onnxruntime": ort.__version__, "cpu": cpu_model(), "threads": threads, "attribution": ATTRIBUTION_VERSION}
     there = {"onnxruntime": earlier.ort_version, "cpu": earlier.cpu, "threads": earlier.threads,
              "attribution": earlier.campaign.get("attribution")}
-    differ = [key for key in here if here[key] != there[key]]
+    differ = [key for key in here if here[key] != there[key]
+              and not (key == "attribution" and there[key] in CALIBRATION_ATTRIBUTIONS)]
     if differ:
         key = differ[0]
         raise CimsplitError(f"{earlier.source!r} was calibrated with {key} {there[key]}, this campaign's is {here[key]}",

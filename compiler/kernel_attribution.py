@@ -52,13 +52,18 @@ from dataclasses import dataclass
 
 import onnx
 
-__all__ = ["ATTRIBUTION_VERSION", "Region", "attribute_kernels", "constant_nodes", "shared_dequantized", "split_region_times"]
+__all__ = ["ATTRIBUTION_VERSION", "CALIBRATION_ATTRIBUTIONS", "Region", "attribute_kernels", "constant_nodes", "shared_dequantized",
+           "split_region_times"]
 
-ATTRIBUTION_VERSION = 4
+ATTRIBUTION_VERSION = 5
 """Bumped when the charging of kernels to nodes changes, so profiles cached with another one are measured again
 and calibrations made with another one are flagged (2: NCHWc, fused-SiLU and QLinearConv kernels matched by name;
 3: a shared DequantizeLinear joins none of its readers; 4: a calibration point's fork DequantizeLinear, which keeps
-a pair int8, is not charged to the point)."""
+a pair int8, is not charged to the point; 5: the kernels of a function onnxruntime inlines, HardSwish's, are charged
+to it, :func:`cimsplit.compiler.ort_profiler._name_as_traced`)."""
+CALIBRATION_ATTRIBUTIONS = frozenset({4, 5})
+"""Versions that charge every calibration point alike (5 differs from 4 only where a function is inlined, and no
+point has one: tests/compiler/test_calibration.py)."""
 
 log = logging.getLogger(__name__)
 

@@ -166,6 +166,7 @@ def measure(
             with open(session.end_profiling(), encoding="utf-8") as handle:
                 events = json.load(handle)
             optimized = _load_optimized(os.path.join(folder, f"optimized-{key}.onnx"))
+            _name_as_traced(optimized, events)
             regions = attribute_kernels(model, optimized, _trace_types(events, optimized))
             kept = {node.name for node in optimized.graph.node} - (uncharged if key == level else frozenset())
             kernel_runs = _kernel_times_by_run(events, warmup, runs, kept)
@@ -177,6 +178,10 @@ def measure(
     medians = {key: float(np.median(values)) for key, values in times_ns.items()}
     return Measurement(nodes=nodes, model_median_ns=medians, level=level, load_average_before=load_before,
                        load_average_after=load_average(), kernels=kernels)
+
+
+UNNAMED = "cimsplit_unnamed_"
+"""Placeholder name of a node ONNX Runtime saved without one (:func:`_load_optimized`)."""
 
 
 def optimized_model(model: onnx.ModelProto, level: str = "all", threads: int = 1) -> onnx.ModelProto:
@@ -268,11 +273,46 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _load_optimized(path: str) -> onnx.ModelProto:
+    """The optimized graph ONNX Runtime saved, each node it saved without a name (the body of a function it inlined:
+    a HardSwish's HardSigmoid and Mul) named :data:`UNNAMED` and its position, so that no two share a name."""
     try:
-        return onnx.load(path, load_external_data=False)
+        model = onnx.load(path, load_external_data=False)
     except (OSError, ValueError, DecodeError) as exc:
         raise CimsplitError(f"cannot read the graph onnxruntime optimized: {exc}",
                             hint="profile with --profile-level off") from None
+    for position, node in enumerate(model.graph.node):
+        if not node.name:
+            node.name = f"{UNNAMED}{position}"
+    return model
+
+
+def _name_as_traced(optimized: onnx.ModelProto, events: list[dict]) -> None:
+    """Give the unnamed nodes of ``optimized`` the names the profiler gives their kernels (``<OpType>_<node index>``).
+
+    The saved graph and a run's trace list them in the same order, the session's topological one: they are matched
+    per op type in that order, where the counts agree (else they keep their placeholder, and their time is not
+    charged, as before: a HardSwish cost 0).
+    """
+    unnamed: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+    for node in optimized.graph.node:
+        if node.name.startswith(UNNAMED):
+            unnamed[node.op_type].append(node)
+    known = {node.name for node in optimized.graph.node}
+    traced: dict[str, dict[str, float]] = defaultdict(dict)  # op type -> kernel -> its first event's start
+    for event in events:
+        name, op_type = event.get("name", ""), (event.get("args") or {}).get("op_name")
+        if event.get("cat") == "Node" and name.endswith(_KERNEL_SUFFIX) and op_type in unnamed:
+            kernel = name[: -len(_KERNEL_SUFFIX)]
+            if kernel not in known:
+                traced[op_type].setdefault(kernel, event["ts"])
+    for op_type, nodes in unnamed.items():
+        kernels = sorted(traced[op_type], key=traced[op_type].__getitem__)
+        if len(kernels) != len(nodes):
+            log.debug("%d unnamed %s node(s) in the optimized graph, %d in the trace: not charged", len(nodes), op_type,
+                      len(kernels))
+            continue
+        for node, kernel in zip(nodes, kernels):
+            node.name = kernel
 
 
 def _trace_types(events: list[dict], optimized: onnx.ModelProto) -> dict[str, int]:

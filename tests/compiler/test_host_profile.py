@@ -114,6 +114,35 @@ def test_an_uncharged_kernel_costs_its_node_nothing():
     assert all(profile.nodes[name]["samples"] == RUNS for name in ("conv", "relu", "flatten", "matmul"))
 
 
+@pytest.mark.parametrize("level", ["off", "all"])
+def test_a_function_onnxruntime_inlines_is_charged_its_bodys_kernels(level: str) -> None:
+    """onnxruntime runs HardSwish as its function body (HardSigmoid, Mul), saved without names in its optimized graph;
+    the profiler names those kernels ``<OpType>_<node index>``.  Their time is the HardSwish's (it was 0), in every run."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 32, 32])
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("HardSwish", ["r"], ["y"], name="swish")]
+    model = helper.make_model(helper.make_graph(nodes, "swish", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
+    profile = profile_onnx(model, fingerprint="fp", runs=RUNS, warmup=WARMUP, progress=False, level=level)
+    assert profile.nodes["swish"]["samples"] == RUNS and profile.nodes["swish"]["median_ns"] > 0
+
+
+def test_unnamed_kernels_take_the_profilers_names_in_trace_order_where_the_counts_agree() -> None:
+    from cimsplit.compiler.ort_profiler import UNNAMED, _name_as_traced
+
+    graph = helper.make_graph([helper.make_node("HardSigmoid", ["a"], ["b"], name=f"{UNNAMED}0"),
+                               helper.make_node("Mul", ["a", "b"], ["c"], name=f"{UNNAMED}1"),
+                               helper.make_node("HardSigmoid", ["c"], ["d"], name=f"{UNNAMED}2"),
+                               helper.make_node("Relu", ["d"], ["e"], name="relu")], "g", [], [])
+    events = [{"cat": "Node", "name": f"{name}_kernel_time", "ts": ts, "args": {"op_name": op}}
+              for name, op, ts in [("HardSigmoid_9", "HardSigmoid", 30), ("HardSigmoid_4", "HardSigmoid", 10),
+                                   ("HardSigmoid_9", "HardSigmoid", 130), ("relu", "Relu", 40), ("Mul_5", "Mul", 20),
+                                   ("Mul_7", "Mul", 25)]]
+    model = helper.make_model(graph)
+    _name_as_traced(model, events)
+    # HardSigmoids in the order they first ran; two Mul kernels traced for one unnamed Mul: left as it was
+    assert [node.name for node in model.graph.node] == ["HardSigmoid_4", f"{UNNAMED}1", "HardSigmoid_9", "relu"]
+
+
 def test_profiler_removes_its_trace_files(tmp_path, monkeypatch):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
