@@ -6,7 +6,8 @@ power-of-two channel counts, as most networks have; and patch convs, stride =
 kernel, as transformers' stems), depthwise Conv (alone and with
 the Clip onnxruntime folds into it, float only), Gemm (M_v x N_v x batch),
 MatMul of two activations (batch x rows x depth x columns, attention's
-products), and the non-GEMM operators over element counts.  The spatial
+products), stride-2 ConvTranspose (a decoder's upsampling), and the non-GEMM
+operators over element counts.  The spatial
 sizes (10, 18, 36, 68, 132 and a large 260) are none of the zoo's (7 ... 224, 20 ... 640), so
 no zoo model's GEMM shape (M_v, N_v, N_mvm) is in it; :func:`grid` also drops
 any point in ``held_out``.  Points are interleaved across kinds (each kind's
@@ -23,11 +24,12 @@ import numpy as np
 from cimsplit.compiler.calibration_models import BLOCKED_KINDS, IMAGE_CHANNELS, GridPoint, conv_pad
 from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX
-from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, anchor_kind, plain_kind
+from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, RUNS_IN_FLOAT, anchor_kind, plain_kind
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 
 __all__ = ["GridPoint", "grid", "gemm_descriptors", "gemm_key", "has_weights", "SPATIAL", "LARGE", "POOLED", "ELEMENT_OPS",
-           "EXPORT_OPS", "QUANTIZED_EXPORT_OPS", "SQUEEZED", "WIDE", "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS", "STEM_KERNELS"]
+           "EXPORT_OPS", "QUANTIZED_EXPORT_OPS", "SQUEEZED", "WIDE", "TRANSPOSED_KERNELS", "TRANSPOSED_POINTS",
+           "FUSED_DEPTHWISE", "ROW_KINDS", "ROW_LENGTHS", "STEM_KERNELS"]
 
 SPATIAL = (10, 18, 36, 68, 132)
 LARGE = 260
@@ -84,9 +86,9 @@ ELEMENT_OPS = (
     "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Concat", "Split", "Slice",
     "Resize", "Softmax", "Erf", "LayerNormalization", "Squeeze", "Gather", "Softmax-last", "Softmax-second-last",
 )
-"""Not HardSwish: onnxruntime runs its function body (HardSigmoid, Mul), whose kernels a point's attribution
-charged nothing; a float HardSwish is predicted as those two kinds (:mod:`.host_prediction`), or as one
-HardSigmoid pass when folded into its conv (:mod:`.host_fused`).  ``Softmax`` is over channels (a detector
+"""Not HardSwish: onnxruntime runs its function body (HardSigmoid, Mul), and a HardSwish is predicted as those
+two kinds (:mod:`.host_prediction`; an int8 one's HardSigmoid in its int8 kind), or as one HardSigmoid pass when
+folded into its conv (:mod:`.host_fused`).  ``Softmax`` is over channels (a detector
 head's), ``Softmax-last`` over the last axis (attention's), ``Softmax-second-last`` over the one before it
 (:func:`.host_variants.op_variants`)."""
 EXPORT_OPS = ("ReduceMean", "Sqrt", "Unsqueeze", "Pad", "BatchNormalization", "PRelu", "Softplus", "Exp")
@@ -106,6 +108,14 @@ ROW_LENGTHS = (50, 100, 176, 344, 680)
 size's square: ``c x round(h^2 / d) x d``): widths and token counts of transformers, none of the zoo's.
 On the square maps' rows (10-132 elements) a LayerNormalization cost 1.6-1.7 ns per element up to
 111,456 elements, ViT-Tiny's (192 wide) 0.6-0.7; predicted from them, its 25 took 1.62 ms for 0.75."""
+TRANSPOSED_KERNELS = (2, 3, 4)
+"""Kernels of the ConvTranspose points, stride 2, each doubling the map: the 2 x 2 upsampling of U-Nets and text
+detectors (PP-OCR's, DBNet's), the 3 x 3 of segmentation decoders and GANs' 4 x 4."""
+TRANSPOSED_IN = (8, 16, 40, 88, 176, 344)
+TRANSPOSED_OUT = (1, 4, 16, 40, 88, 176, 344)
+"""Down to the one output channel of a detector's probability map (PP-OCR's last ConvTranspose: 24 -> 1, which a
+fit on 16 or more output channels predicted 39 % low)."""
+TRANSPOSED_POINTS = 80
 _WEIGHTS = {"Conv": 4, "Conv-depthwise": 2, FUSED_DEPTHWISE: 2, "Gemm": 1}
 
 
@@ -178,6 +188,14 @@ def _large_depthwise_points(kind: str) -> list[GridPoint]:
             if c * LARGE ** 2 <= MAX_DEPTHWISE_ELEMENTS and c * k * k * _out(LARGE, k, s) ** 2 <= MAX_MACS]
 
 
+def _transposed_points(rng: np.random.Generator) -> list[GridPoint]:
+    """A seeded sample of stride-2 ConvTranspose points (:data:`TRANSPOSED_KERNELS`), MACs within :data:`MAX_MACS`."""
+    points = [GridPoint("ConvTranspose", (("c_in", c_in), ("c_out", c_out), ("h", h), ("k", k)))
+              for c_in in TRANSPOSED_IN for c_out in TRANSPOSED_OUT for h in SPATIAL for k in TRANSPOSED_KERNELS
+              if h * h * c_in * c_out * k * k <= MAX_MACS]
+    return [points[i] for i in sorted(rng.permutation(len(points))[:TRANSPOSED_POINTS])]
+
+
 def _gemm_points() -> list[GridPoint]:
     return [GridPoint("Gemm", (("m", m), ("n", n), ("b", b))) for m in GEMM_M for n in GEMM_N for b in GEMM_BATCH]
 
@@ -229,6 +247,8 @@ def gemm_descriptors(point: GridPoint) -> tuple[int, int, int] | None:
         return gemm_key(point.get("m"), point.get("n"), point.get("b"))
     if kind == "MatMul":
         return gemm_key(point.get("n"), point.get("k"), point.get("b") * point.get("m"))
+    if kind == "ConvTranspose":  # the GEMM onnxruntime runs before its col2im (workload_builder)
+        return gemm_key(point.get("c_out") * point.get("k") ** 2, point.get("c_in"), point.get("h") ** 2)
     return None
 
 
@@ -266,12 +286,13 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     for op in EXPORT_OPS:
         per_kind[op] = _element_points(op, export_rng)
     per_kind["squeeze"] = _squeeze_points()  # (a queue of Conv points of its own, last: the others' order stays)
+    per_kind["ConvTranspose"] = _transposed_points(np.random.default_rng(seed + 6))  # (its own stream, after them)
     queues: list[tuple[int, list[GridPoint]]] = []
     for kind, points in per_kind.items():
         points = [p for p in points if gemm_descriptors(p) not in excluded]
         order = [points[i] for i in rng.permutation(len(points))]
         queues.append((_WEIGHTS.get(kind, 1), order))
-        float_only = kind in CHAIN_KINDS or (kind in EXPORT_OPS and kind not in QUANTIZED_EXPORT_OPS)
+        float_only = kind in CHAIN_KINDS or kind in RUNS_IN_FLOAT or (kind in EXPORT_OPS and kind not in QUANTIZED_EXPORT_OPS)
         if int8 and not kind.startswith(GLUE_PREFIX) and kind == anchor_kind(kind) and not float_only:
             queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind, p.params, p.variant) for p in order]))
             if onnxruntime_converts_int8_pairs():

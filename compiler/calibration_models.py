@@ -137,6 +137,18 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                              ["t"], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4, group=c),
             helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c, 1, 1)))], ["y"], kernel_shape=[1, 1]),
         ]
+    elif kind == "ConvTranspose":  # stride 2, doubling the map, between two pointwise convs as in a decoder
+        h, k, c_in, c_out = point.get("h"), point.get("k"), point.get("c_in"), point.get("c_out")
+        pad = (k - 1) // 2
+        x_shape = [1, DEPTHWISE_NEIGHBOUR, h, h]
+        nodes = [
+            helper.make_node("Conv", ["x", const("w_in", weight((c_in, DEPTHWISE_NEIGHBOUR, 1, 1)))], [MEASURED_INPUT],
+                             kernel_shape=[1, 1]),
+            helper.make_node("ConvTranspose", [MEASURED_INPUT, const("w", weight((c_in, c_out, k, k))),
+                                               const("b", np.zeros(c_out, np.float32))], ["t"], name=MEASURED_NODE,
+                             kernel_shape=[k, k], strides=[2, 2], pads=[pad] * 4, output_padding=[2 + 2 * pad - k] * 2),
+            helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c_out, 1, 1)))], ["y"], kernel_shape=[1, 1]),
+        ]
     elif kind == "Gemm":
         m, n, b = point.get("m"), point.get("n"), point.get("b")
         x_shape = [b, n]

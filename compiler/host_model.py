@@ -5,7 +5,7 @@ kind, a regression fitted on micro-benchmarks measured once on a board; any
 model can then be compiled for that board without profiling it.  An
 operator's kind is its op type (``Conv`` split into ``Conv`` and
 ``Conv-depthwise``; ``Gemm`` and ``MatMul`` with a constant weight are
-``Gemm``), prefixed ``int8:`` when quantize/dequantize nodes belong to it,
+``Gemm``; a ``ConvTranspose`` is fitted on the GEMM its kernel runs), prefixed ``int8:`` when quantize/dequantize nodes belong to it,
 and for a quantized operator whose int8 input or output onnxruntime keeps
 int8 (a Conv's kernel is then several times slower than the U8S8 one it runs
 after converting both pairs; :mod:`cimsplit.compiler.qdq_kernels`) suffixed
@@ -104,6 +104,13 @@ FORMAT_VERSION = 1
 INT8_PREFIX = "int8:"
 KERNEL_SUFFIXES = ("-s8in", "-s8out", "-s8")
 """Which int8 sides of a quantized Conv/Gemm onnxruntime keeps int8 (:func:`cimsplit.compiler.qdq_kernels.int8_kernels`)."""
+GEMM_KINDS = ("Conv", "Conv-depthwise", "Gemm", "MatMul", "ConvTranspose")
+"""Kinds fitted on GEMM descriptors: the lowered ones, and those the host runs as a GEMM without a lowering (a
+MatMul of two activations, a ConvTranspose: :attr:`~cimsplit.compiler.workload.Operator.product_shape`)."""
+RUNS_IN_FLOAT = frozenset({"ConvTranspose"})
+"""Kinds onnxruntime's CPU provider has no quantized kernel for: an int8 one runs the float kernel between its
+DequantizeLinear and QuantizeLinear kernels, and is predicted so (float kind, ``glue:`` Q/DQ kinds; its calibration
+measures the float kind only)."""
 GEMM_FEATURES = ("m", "n", "n_mvm", "k", "n_in", "n_out")
 ELEMENT_FEATURES = ("n_in", "n_out")
 _QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
@@ -220,7 +227,7 @@ class KindFit:
 
 
 def is_gemm_kind(kind: str) -> bool:
-    return plain_kind(anchor_kind(kind)).removeprefix(INT8_PREFIX) in ("Conv", "Conv-depthwise", "Gemm", "MatMul")
+    return plain_kind(anchor_kind(kind)).removeprefix(INT8_PREFIX) in GEMM_KINDS
 
 
 def fused_kind(kind: str, activations: Sequence[str]) -> str:
@@ -317,7 +324,7 @@ def operator_features(op: Operator) -> dict[str, float]:
     if op.m is not None and op.n is not None and op.n_mvm is not None:
         kernel = op.weight_shape[2] if op.weight_shape is not None and len(op.weight_shape) == 4 else 1
         features.update(m=float(op.m), n=float(op.n), n_mvm=float(op.n_mvm), k=float(kernel))
-    elif op.product_shape is not None:  # a MatMul of two activations: GEMM descriptors as a Gemm's
+    elif op.product_shape is not None:  # a MatMul of two activations, a ConvTranspose: GEMM descriptors as a Gemm's
         rows, depth, columns = op.product_shape
         features.update(m=float(columns), n=float(depth), n_mvm=float(rows), k=1.0)
     return features

@@ -19,9 +19,10 @@ import onnxruntime as ort
 
 from cimsplit.compiler.host_chains import Chain, fused_chains
 from cimsplit.compiler.host_fused import activation_kernels
-from cimsplit.compiler.host_glue import GLUE_KINDS, Glue, glue_kernels
+from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX, Glue, glue_kernels
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
+    RUNS_IN_FLOAT,
     HostModel,
     fused_activations,
     fused_kind,
@@ -31,10 +32,10 @@ from cimsplit.compiler.host_model import (
 )
 from cimsplit.compiler.host_profile import FORMAT_VERSION, HostProfile
 from cimsplit.compiler.host_variants import SECOND_LAST_AXIS, op_variants
-from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, attribute_kernels
+from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, CALIBRATION_ATTRIBUTIONS, attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels
-from cimsplit.compiler.workload import Workload
+from cimsplit.compiler.workload import Operator, Workload
 from cimsplit.errors import CimsplitError
 
 __all__ = ["PredictedProfile", "predict_latencies", "predicted_profile", "check_host_model", "host_costs"]
@@ -77,6 +78,31 @@ def _element_kinds(op_type: str, elements: float, prefix: str = "") -> list[tupl
     return [(prefix + kind, {"n_in": elements * reads, "n_out": elements}) for kind, reads in _RUNS_AS.get(op_type, ((op_type, 1),))]
 
 
+def _function_body(kind: str, elements: float) -> list[tuple[str, dict[str, float]]] | None:
+    """(kind, features) of the function body onnxruntime runs for an op of ``kind`` (None if it has none): a float
+    op's body in float kinds; a quantized op's first body op in its int8 kind (the DequantizeLinear before the op and
+    the QuantizeLinear after it, ``int8:HardSwish-s8in`` -> ``int8:HardSigmoid-s8in``), the rest float between them."""
+    op_type = plain_kind(kind).removeprefix(INT8_PREFIX)
+    if op_type not in _RUNS_AS:
+        return None
+    body = _element_kinds(op_type, elements)
+    (first, features), rest = body[0], body[1:]
+    return [(kind.replace(op_type, first, 1), features), *rest]
+
+
+def _in_float(op: Operator, kind: str) -> list[tuple[str, dict[str, float]]] | None:
+    """(kind, features) of what onnxruntime runs for a quantized op it has no quantized kernel for
+    (:data:`RUNS_IN_FLOAT`; None for any other kind): the float kernel and its weight's DequantizeLinear (not folded:
+    it runs at every inference).  The op's own QuantizeLinear and DequantizeLinear kernels are its glue
+    (:mod:`cimsplit.compiler.host_glue`)."""
+    base = plain_kind(kind).removeprefix(INT8_PREFIX)
+    if not kind.startswith(INT8_PREFIX) or base not in RUNS_IN_FLOAT:
+        return None
+    features = operator_features(op)
+    weights = features.get("m", 0.0) * features.get("n", 0.0)
+    return [(base, features)] + [(GLUE_PREFIX + "DequantizeLinear", {"n_in": weights, "n_out": weights})] * (weights > 0)
+
+
 def check_host_model(host_model: HostModel) -> None:
     """A calibration measured with another onnxruntime predicts another runtime: refuse it."""
     if host_model.ort_version != ort.__version__:
@@ -115,8 +141,8 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
         prefix = INT8_PREFIX if kind.startswith(INT8_PREFIX) else ""
         needed = [(kind, operator_features(op))]
         elements = float(max(op.n_out, 1))
-        if kind not in host_model.fits and kind in _RUNS_AS:  # a float HardSwish of its own: its function body
-            needed = _element_kinds(kind, elements)
+        if kind not in host_model.fits:  # a HardSwish of its own: its function body; an int8 ConvTranspose: in float
+            needed = _function_body(kind, elements) or _in_float(op, kind) or needed
         ran = fused.get(op.name)
         pair = fused_kind(kind, fused_activations(op, node_types))
         if pair != kind and pair in host_model.fits:  # measured with its activation (``Conv-depthwise+Clip``)
@@ -179,7 +205,7 @@ def predicted_profile(loaded: _Loaded, host_model: HostModel, *, allow_unpredict
                 nodes[node] = dict(stats) if stats is not None else _stats(0.0)
         warnings.append(f"host latencies of {len(missing)} operator(s) of kind(s) {', '.join(kinds)} are not covered "
                         f"by host model {host_model.source!r}: profiled on this machine instead")
-    if host_model.level != "off" and host_model.campaign.get("attribution") != ATTRIBUTION_VERSION:
+    if host_model.level != "off" and host_model.campaign.get("attribution") not in CALIBRATION_ATTRIBUTIONS:
         warnings.append(f"host model {host_model.source!r} was measured with another charging of onnxruntime's kernels "
                         f"to nodes (attribution {host_model.campaign.get('attribution', 1)}, this cimsplit "
                         f"{ATTRIBUTION_VERSION}): calibrate the board again")

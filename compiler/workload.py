@@ -61,8 +61,8 @@ class Operator:
     window: int = 1
     """Taps of a pooling operator's window (its kernel's size: 9 for a 3x3 MaxPool); 1 for any other."""
     product_shape: tuple[int, int, int] | None = None
-    """(rows, K, columns) of a MatMul of two activations (attention's Q K^T and A V): not CIM-capable (no constant
-    weight), but a GEMM the host's cost follows; None for any other operator."""
+    """(rows, K, columns) of a GEMM the host's cost follows but the CIM does not run: a MatMul of two activations
+    (attention's Q K^T and A V: no constant weight) or a ConvTranspose (not lowered); None for any other operator."""
 
 
 @dataclass(frozen=True)

@@ -200,13 +200,26 @@ def build_workload(model: onnx.ModelProto, crossbar_size: tuple[int, int] = (256
 
 def _product_shape(node: onnx.NodeProto, low: Lowering, consts: set[str],
                    shapes: dict[str, tuple[int, ...] | None]) -> tuple[int, int, int] | None:
-    """(rows, K, columns) of a MatMul whose operands are both activations, when their shapes are known."""
+    """(rows, K, columns) of a product the host runs as a GEMM but the CIM does not, when the shapes are known:
+    a MatMul whose operands are both activations, or a ConvTranspose (:func:`_transposed_conv_product`)."""
+    if node.op_type == "ConvTranspose":
+        return _transposed_conv_product(node, shapes)
     if node.op_type != "MatMul" or low.gemm is not None or len(node.input) != 2 or set(node.input) & consts:
         return None
     a, b, out = shapes.get(node.input[0]), shapes.get(node.input[1]), shapes.get(node.output[0])
     if not a or not b or not out or len(a) < 2 or len(b) < 2 or not all(d > 0 for d in (*a, *b, *out)):
         return None
     return (_elements(out) // b[-1], a[-1], b[-1])
+
+
+def _transposed_conv_product(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...] | None]) -> tuple[int, int, int] | None:
+    """A ConvTranspose's GEMM as onnxruntime's CPU kernel runs it (per group, a (C_out/g kH kW) x (C_in/g) weight
+    by the input's H W pixels, then col2im): rows B H W g, K = C_in/g, columns C_out/g kH kW."""
+    x, w = shapes.get(node.input[0]), shapes.get(node.input[1]) if len(node.input) > 1 else None
+    if not x or not w or len(x) < 3 or len(w) != len(x) or not all(d > 0 for d in (*x, *w)):
+        return None
+    group = next((a.i for a in node.attribute if a.name == "group"), 1) or 1
+    return (math.prod(x) // (x[1] // group), x[1] // group, math.prod(w[1:]))
 
 
 def _used_constant_nodes(nodes: list[onnx.NodeProto], graph: Graph, consts: set[str]) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,8 @@ from cimsplit.compiler.calibration_grid import (
     ROW_LENGTHS,
     SPATIAL,
     SQUEEZED,
+    TRANSPOSED_KERNELS,
+    TRANSPOSED_POINTS,
     WIDE,
     GridPoint,
     gemm_descriptors,
@@ -44,7 +47,16 @@ from cimsplit.compiler.calibration_models import BLOCKED_KINDS, FLUSH_PREFIX, IM
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS
-from cimsplit.compiler.host_model import HostModel, Sample, in_network_ns, is_gemm_kind, operator_features, operator_kind, plain_kind
+from cimsplit.compiler.host_model import (
+    RUNS_IN_FLOAT,
+    HostModel,
+    Sample,
+    in_network_ns,
+    is_gemm_kind,
+    operator_features,
+    operator_kind,
+    plain_kind,
+)
 from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.kernel_attribution import attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
@@ -71,16 +83,17 @@ def test_grid_is_deterministic() -> None:
     chains = sum(p.kind in CHAIN_KINDS for p in grid())
     assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0 and chains == 12 * len(CHAIN_KINDS) + 2
     exports = sum(p.kind in EXPORT_OPS and p.kind not in QUANTIZED_EXPORT_OPS for p in grid())  # (the quantizer leaves them float)
-    float_only = fused + chains + exports
+    in_float = sum(p.kind in RUNS_IN_FLOAT for p in grid())  # (onnxruntime has no int8 kernel: predicted in float)
+    float_only = fused + chains + exports + in_float
     assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - float_only) + float_only + glue
 
 
 def test_every_kind_comes_early() -> None:
-    kinds = {"Conv", "Conv-depthwise", "Gemm", "MatMul", *ELEMENT_OPS, *EXPORT_OPS}
+    kinds = {"Conv", "Conv-depthwise", "Gemm", "MatMul", "ConvTranspose", *ELEMENT_OPS, *EXPORT_OPS}
     first = grid()[: 4 * len(kinds)]
     assert {p.kind for p in first} == kinds | {FUSED_DEPTHWISE, *CHAIN_KINDS}
     glue = set(GLUE_KINDS) if onnxruntime_converts_int8_pairs() else set()
-    quantized = kinds - set(EXPORT_OPS) | QUANTIZED_EXPORT_OPS
+    quantized = kinds - set(EXPORT_OPS) - RUNS_IN_FLOAT | QUANTIZED_EXPORT_OPS
     s8 = {f"int8:{k}{suffix}" for k in quantized for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
     assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == (kinds | {f"int8:{k}" for k in quantized} | s8 | glue
                                                                    | {FUSED_DEPTHWISE, *CHAIN_KINDS})
@@ -329,10 +342,39 @@ def test_export_kinds_are_drawn_from_their_own_stream(monkeypatch: pytest.Monkey
     def squeezed(p: GridPoint) -> bool:
         return p.get("h") == POOLED and bool({p.get("c_in"), p.get("c_out")} & set(SQUEEZED)) if "Conv" in p.kind else False
 
+    def earlier(points: list[GridPoint]) -> list[GridPoint]:  # (the ConvTranspose queue is shuffled after them)
+        return [p for p in points if "ConvTranspose" not in p.kind]
+
     monkeypatch.setattr(calibration_grid, "_squeeze_points", list)  # (the squeeze-and-excitation convs likewise)
-    assert [p for p in full if not squeezed(p)] == grid(int8=True)
+    assert earlier([p for p in full if not squeezed(p)]) == earlier(grid(int8=True))
     monkeypatch.setattr(calibration_grid, "EXPORT_OPS", ())
-    assert [p for p in full if not any(op in p.kind for op in EXPORT_OPS) and not squeezed(p)] == grid(int8=True)
+    assert earlier([p for p in full if not any(op in p.kind for op in EXPORT_OPS) and not squeezed(p)]) == earlier(grid(int8=True))
+
+
+def test_transposed_conv_points_double_their_map_and_match_their_workload_descriptors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ConvTranspose points (stride 2, kernels 2, 3, 4, down to one output channel) come from their own stream, last: without them every other point
+    and the order are as they were.  Each point's model doubles its map, and the descriptors the grid matches samples by
+    are the workload's (what ``--extend`` compares)."""
+    from cimsplit.compiler import calibration_grid
+
+    full = grid(int8=True)
+    points = [p for p in full if p.kind == "ConvTranspose"]
+    assert len(points) == TRANSPOSED_POINTS and {p.get("k") for p in points} == set(TRANSPOSED_KERNELS)
+    assert min(p.get("c_out") for p in points) == 1
+    assert all(math.prod(gemm_descriptors(p)) <= MAX_MACS for p in points)
+    for point in points[:3]:
+        model = build_point(point)
+        out = next(v for v in model.graph.value_info if v.name == "t")
+        assert [d.dim_value for d in out.type.tensor_type.shape.dim] == [1, point.get("c_out"), 2 * point.get("h"), 2 * point.get("h")]
+        onnx.save(model, tmp_path / "point.onnx")
+        (op,) = [op for op in load(tmp_path / "point.onnx").workload.operators if op.op_type == "ConvTranspose"]
+        features = operator_features(op)
+        assert gemm_descriptors(point) == (features["m"], features["n"], features["n_mvm"]) == (
+            point.get("c_out") * point.get("k") ** 2, point.get("c_in"), point.get("h") ** 2)
+    assert is_gemm_kind("ConvTranspose") and {p.kind for p in full if "ConvTranspose" in p.kind} == {"ConvTranspose"}
+    monkeypatch.setattr(calibration_grid, "_transposed_points", lambda rng: [])
+    assert [p for p in full if "ConvTranspose" not in p.kind] == grid(int8=True)
 
 
 def test_row_kinds_run_along_rows_as_long_as_a_transformers() -> None:
@@ -527,3 +569,20 @@ def test_an_extension_measures_the_element_points_added_at_large_maps() -> None:
     assert calibration._lacking(points, samples, (), calibration._added(old, points)) == ([large_relu, conv], samples, 0)
     current = dataclasses.replace(old, campaign={"points": calibration.POINTS_VERSION})
     assert calibration._lacking(points, samples, (), calibration._added(current, points)) == ([conv], samples, 0)
+
+
+def test_no_calibration_point_runs_an_inlined_function(tmp_path: Path) -> None:
+    """Attribution 5 charges what onnxruntime saves without a name (an inlined function body's kernels) and 4 did not:
+    a calibration measured with either is the same, since no point's optimized graph has such a kernel."""
+    from cimsplit.compiler.kernel_attribution import CALIBRATION_ATTRIBUTIONS
+    from cimsplit.compiler.ort_profiler import UNNAMED
+
+    assert CALIBRATION_ATTRIBUTIONS == {4, 5}
+    first = {}
+    for point in grid(int8=True):
+        if not point.kind.startswith("glue:"):
+            first.setdefault(plain_kind(point.kind), point)
+    for point in first.values():  # (through the front end, which names every node, as calibration profiles it)
+        onnx.save(point_model(point), tmp_path / "point.onnx")
+        model = load(tmp_path / "point.onnx").model
+        assert not [n.op_type for n in optimized_model(model, "all").graph.node if n.name.startswith(UNNAMED)], point.kind

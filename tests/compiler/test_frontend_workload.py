@@ -111,6 +111,25 @@ def test_a_product_of_two_activations_has_its_gemm_shape_but_no_crossbars(tmp_pa
     assert operator_features(product) == {"n_in": 2 * 5 * 4 + 2 * 4 * 3, "n_out": 2 * 5 * 3, "m": 3, "n": 4, "n_mvm": 10, "k": 1}
 
 
+# ConvTranspose as onnxruntime's CPU kernel runs it: per group a (C_out/g kH kW) x (C_in/g) weight by the input's
+# pixels, then col2im.  One group: x[1,4,5,5], w[4,3,2,2]; two: x[1,4,5,5], w[4,3,3,3] (C_out 6)
+def test_a_transposed_conv_has_the_gemm_shape_its_host_kernel_runs_but_no_crossbars(tmp_path: Path) -> None:
+    model = parse(
+        """
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 4, 5, 5] x) => (float[1, 3, 10, 10] u, float[1, 6, 9, 9] v) {
+            u = ConvTranspose <kernel_shape = [2, 2], strides = [2, 2]> (x, W1)
+            v = ConvTranspose <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], group = 2> (x, W2)
+        }
+        """,
+        weights(W1=(4, 3, 2, 2), W2=(4, 3, 3, 3)),
+    )
+    one, two = load(save(model, tmp_path)).workload.operators
+    # rows = 5 x 5 pixels (times the groups), K = C_in / g, columns = C_out / g x kH x kW
+    assert one.product_shape == (25, 4, 3 * 2 * 2) and (one.m, one.crossbars, one.cim_capable) == (None, None, False)
+    assert two.product_shape == (50, 2, 3 * 3 * 3)
+    assert operator_features(two) == {"n_in": 100, "n_out": 6 * 9 * 9, "m": 27, "n": 2, "n_mvm": 50, "k": 1}
+
 # x -> Conv --+--> Relu -> y1
 #             +--> y2           (conv output has two readers: no fusion)
 # x -> Add(x, x) -> Relu -> y3  (Add is not CIM-capable: no fusion)

@@ -10,9 +10,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from cimsplit.compiler.calibration import fitted_model
+from cimsplit.compiler.calibration import POINTS_VERSION, fitted_model
 from cimsplit.compiler.calibration_grid import GridPoint, gemm_descriptors, grid
 from cimsplit.compiler.host_correction import HYPERPARAMETERS, MIN_GAIN, MIN_SAMPLES, fit_correction
+from cimsplit.compiler.host_glue import GLUE_KINDS
 from cimsplit.compiler.host_model import (
     HostModel,
     KindFit,
@@ -333,3 +334,71 @@ def test_a_softmax_axis_is_read_where_onnxruntime_runs_it() -> None:
     assert [n.op_type for n in optimized.graph.node if n.name == "softmax"] == ["QLinearSoftmax"]
     assert op_variants(model) == {}  # as the model states it: axis 1 of 4, moved past two axes
     assert op_variants(model, optimized) == {"softmax": "-second-last"}
+
+
+def test_a_quantized_hardswish_is_predicted_as_its_function_body_between_its_pair(tmp_path) -> None:
+    """onnxruntime runs an int8 HardSwish (one the quantizer did not inline) as its DequantizeLinear, the function body
+    (HardSigmoid, Mul) in float and its QuantizeLinear: the int8 HardSigmoid kind of its kernel variant (which holds the
+    pair: 100 + 1 ns per output element) and a float Mul of two tensors (100 + 1 ns per element read).  16 x 10 x 10 =
+    1600 elements: 1700 + 3300 ns."""
+    from graphs import parse, save, weights
+
+    from cimsplit.compiler.frontend import load
+    from cimsplit.compiler.host_prediction import predict_latencies
+
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 16, 10, 10] x) => (float[1, 16, 10, 10] y) {
+            s = Constant <value = float {0.05}> ()
+            z = Constant <value = int8 {0}> ()
+            cq = QuantizeLinear(x, s, z)
+            cd = DequantizeLinear(cq, s, z)
+            h = HardSwish(cd)
+            hq = QuantizeLinear(h, s, z)
+            hd = DequantizeLinear(hq, s, z)
+            y = Conv <kernel_shape = [1, 1]> (hd, w2)
+        }""", weights(w2=(16, 16, 1, 1)))
+    loaded = load(save(model, tmp_path))
+    fits = {kind: KindFit(kind, "relative-elements", (100.0, 0.0, 1.0), 3, 0.0, {}, {})
+            for kind in ("int8:HardSigmoid", "int8:HardSigmoid-s8in", "int8:HardSigmoid-s8out", "int8:HardSigmoid-s8")}
+    fits["Mul"] = KindFit("Mul", "relative-elements", (100.0, 1.0, 0.0), 3, 0.0, {}, {})
+    board = HostModel(ort_version="test", cpu="test", machine={"machine": "x86_64"}, threads=1, level="all", int8=True, fits=fits)
+    latencies, missing = predict_latencies(loaded.workload, loaded.model, board)
+    (swish,) = [op for op in loaded.workload.operators if op.op_type == "HardSwish"]
+    assert swish.n_out == 1600 and latencies[swish.name] == 1700.0 + 3300.0 and swish.name not in missing
+
+
+def test_a_quantized_transposed_conv_is_predicted_as_the_float_kernel_its_weights_dequantize_and_its_glue(tmp_path) -> None:
+    """onnxruntime has no int8 ConvTranspose kernel: it runs the float one, the DequantizeLinear of its weight and, as
+    layout glue (host_glue), the op's Q and DQ kernels.  x[1,4,5,5] by a 4 x 3 x 2 x 2 int8 weight, stride 2 ->
+    3 x 10 x 10: its GEMM is 25 rows x K 4 x 12 columns (1200 MACs, 48 weights); ConvTranspose 1000 ns + 1 ns per
+    MAC = 2200, the weight's DQ 100 + 48 (glue kinds: 100 + 1 ns per element), the graph input's Q and DQ (the op's:
+    no other op reads them) 100 + 100 each, the output's 100 + 300 each: 3548 ns."""
+    from graphs import parse, save
+
+    from cimsplit.compiler.frontend import load
+    from cimsplit.compiler.host_prediction import predict_latencies
+
+    weight = numpy_helper.from_array(np.arange(48, dtype=np.int8).reshape(4, 3, 2, 2) - 24, "wq")
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 4, 5, 5] x) => (float[1, 3, 10, 10] y) {
+            s = Constant <value = float {0.05}> ()
+            z = Constant <value = int8 {0}> ()
+            w = DequantizeLinear(wq, s, z)
+            xq = QuantizeLinear(x, s, z)
+            xd = DequantizeLinear(xq, s, z)
+            u = ConvTranspose <kernel_shape = [2, 2], strides = [2, 2]> (xd, w)
+            uq = QuantizeLinear(u, s, z)
+            y = DequantizeLinear(uq, s, z)
+        }""", [weight])
+    loaded = load(save(model, tmp_path))
+    fits = {"ConvTranspose": KindFit("ConvTranspose", "relative-linear", (1000.0, 1.0, 0.0, 0.0, 0.0), 3, 0.0, {}, {})}
+    for kind in GLUE_KINDS:
+        fits[kind] = KindFit(kind, "relative-elements", (100.0, 0.0, 1.0), 3, 0.0, {}, {})
+    board = HostModel(ort_version="test", cpu="test", machine={"machine": "x86_64"}, threads=1, level="all", int8=True, fits=fits,
+                      campaign={"points": POINTS_VERSION})
+    latencies, missing = predict_latencies(loaded.workload, loaded.model, board)
+    (transposed,) = [op for op in loaded.workload.operators if op.op_type == "ConvTranspose"]
+    assert transposed.product_shape == (25, 4, 12) and transposed.name not in missing
+    assert latencies[transposed.name] == 2200.0 + 148.0 + 2 * 200.0 + 2 * 400.0
