@@ -3,9 +3,9 @@
 A *host model* (``cimsplit calibrate -o board.json``) holds, per operator
 kind, a regression fitted on micro-benchmarks measured once on a board; any
 model can then be compiled for that board without profiling it.  An
-operator's kind is its op type (``Conv`` split into ``Conv`` and
-``Conv-depthwise``; ``Gemm`` and ``MatMul`` with a constant weight are
-``Gemm``; a ``ConvTranspose`` is fitted on the GEMM its kernel runs), prefixed ``int8:`` when quantize/dequantize nodes belong to it,
+operator's kind is its op type (``Conv`` split into ``Conv`` and ``Conv-depthwise``; ``Gemm`` and ``MatMul`` with
+a constant weight are ``Gemm``; a ``ConvTranspose`` is fitted on the GEMM its kernel runs),
+prefixed ``int8:`` when quantize/dequantize nodes belong to it,
 and for a quantized operator whose int8 input or output onnxruntime keeps
 int8 (a Conv's kernel is then several times slower than the U8S8 one it runs
 after converting both pairs; :mod:`cimsplit.compiler.qdq_kernels`) suffixed
@@ -109,8 +109,8 @@ GEMM_KINDS = ("Conv", "Conv-depthwise", "Gemm", "MatMul", "ConvTranspose")
 MatMul of two activations, a ConvTranspose: :attr:`~cimsplit.compiler.workload.Operator.product_shape`)."""
 RUNS_IN_FLOAT = frozenset({"ConvTranspose"})
 """Kinds onnxruntime's CPU provider has no quantized kernel for: an int8 one runs the float kernel between its
-DequantizeLinear and QuantizeLinear kernels, and is predicted so (float kind, ``glue:`` Q/DQ kinds; its calibration
-measures the float kind only)."""
+DequantizeLinear and QuantizeLinear kernels, and is predicted so (the float kind, its weight's DequantizeLinear and
+its glue, :mod:`cimsplit.compiler.host_prediction`); the calibration measures the float kind only."""
 GEMM_FEATURES = ("m", "n", "n_mvm", "k", "n_in", "n_out")
 ELEMENT_FEATURES = ("n_in", "n_out")
 _QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})

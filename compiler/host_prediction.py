@@ -99,8 +99,11 @@ def _in_float(op: Operator, kind: str) -> list[tuple[str, dict[str, float]]] | N
     if not kind.startswith(INT8_PREFIX) or base not in RUNS_IN_FLOAT:
         return None
     features = operator_features(op)
-    weights = features.get("m", 0.0) * features.get("n", 0.0)
-    return [(base, features)] + [(GLUE_PREFIX + "DequantizeLinear", {"n_in": weights, "n_out": weights})] * (weights > 0)
+    kernels = [(base, features)]
+    if "m" in features:
+        weights = features["m"] * features["n"]
+        kernels.append((GLUE_PREFIX + "DequantizeLinear", {"n_in": weights, "n_out": weights}))
+    return kernels
 
 
 def check_host_model(host_model: HostModel) -> None:

@@ -8,10 +8,12 @@ import math
 import numpy as np
 import onnx
 import pytest
+from graphs import parse, save, weights
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.calibration import POINTS_VERSION, fitted_model
 from cimsplit.compiler.calibration_grid import GridPoint, gemm_descriptors, grid
+from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_correction import HYPERPARAMETERS, MIN_GAIN, MIN_SAMPLES, fit_correction
 from cimsplit.compiler.host_glue import GLUE_KINDS
 from cimsplit.compiler.host_model import (
@@ -26,6 +28,7 @@ from cimsplit.compiler.host_model import (
     shape_folds,
     solve,
 )
+from cimsplit.compiler.host_prediction import predict_latencies
 from cimsplit.compiler.host_regression import HINGE_ELEMENTS, evaluate
 from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.ort_profiler import optimized_model
@@ -341,11 +344,6 @@ def test_a_quantized_hardswish_is_predicted_as_its_function_body_between_its_pai
     (HardSigmoid, Mul) in float and its QuantizeLinear: the int8 HardSigmoid kind of its kernel variant (which holds the
     pair: 100 + 1 ns per output element) and a float Mul of two tensors (100 + 1 ns per element read).  16 x 10 x 10 =
     1600 elements: 1700 + 3300 ns."""
-    from graphs import parse, save, weights
-
-    from cimsplit.compiler.frontend import load
-    from cimsplit.compiler.host_prediction import predict_latencies
-
     model = parse("""
         <ir_version: 8, opset_import: ["" : 17]>
         g (float[1, 16, 10, 10] x) => (float[1, 16, 10, 10] y) {
@@ -374,11 +372,6 @@ def test_a_quantized_transposed_conv_is_predicted_as_the_float_kernel_its_weight
     3 x 10 x 10: its GEMM is 25 rows x K 4 x 12 columns (1200 MACs, 48 weights); ConvTranspose 1000 ns + 1 ns per
     MAC = 2200, the weight's DQ 100 + 48 (glue kinds: 100 + 1 ns per element), the graph input's Q and DQ (the op's:
     no other op reads them) 100 + 100 each, the output's 100 + 300 each: 3548 ns."""
-    from graphs import parse, save
-
-    from cimsplit.compiler.frontend import load
-    from cimsplit.compiler.host_prediction import predict_latencies
-
     weight = numpy_helper.from_array(np.arange(48, dtype=np.int8).reshape(4, 3, 2, 2) - 24, "wq")
     model = parse("""
         <ir_version: 8, opset_import: ["" : 17]>
