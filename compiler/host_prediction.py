@@ -26,6 +26,7 @@ from cimsplit.compiler.host_model import (
     HostModel,
     fused_activations,
     fused_kind,
+    is_gemm_kind,
     operator_features,
     operator_kind,
     plain_kind,
@@ -154,7 +155,8 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
             needed += ran
         else:
             needed += [item for act in fused_activations(op, node_types) for item in _element_kinds(act, elements, prefix)]
-        absent = [k for k, _ in needed if k not in host_model.fits]
+        # (a GEMM kind needs the product's shape: a ConvTranspose or activation MatMul of unknown shapes has none)
+        absent = [k for k, f in needed if k not in host_model.fits or (is_gemm_kind(k) and "m" not in f)]
         if absent:
             if op.name not in chained:
                 missing[op.name] = absent[0]

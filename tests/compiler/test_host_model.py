@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -395,3 +396,20 @@ def test_a_quantized_transposed_conv_is_predicted_as_the_float_kernel_its_weight
     (transposed,) = [op for op in loaded.workload.operators if op.op_type == "ConvTranspose"]
     assert transposed.product_shape == (25, 4, 12) and transposed.name not in missing
     assert latencies[transposed.name] == 2200.0 + 148.0 + 2 * 200.0 + 2 * 400.0
+
+
+def test_a_gemm_kind_without_its_products_shape_is_not_covered(tmp_path) -> None:
+    """A ConvTranspose whose shapes were not known has no GEMM descriptors: the calibration does not cover it (an error
+    naming it, or profiled with --allow-unpredicted), instead of a fit reading descriptors it does not have."""
+    model = parse("""
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, 4, 5, 5] x) => (float[1, 3, 10, 10] y) {
+            y = ConvTranspose <kernel_shape = [2, 2], strides = [2, 2]> (x, w)
+        }""", weights(w=(4, 3, 2, 2)))
+    loaded = load(save(model, tmp_path))
+    fits = {"ConvTranspose": KindFit("ConvTranspose", "relative-linear", (1000.0, 1.0, 0.0, 0.0, 0.0), 3, 0.0, {}, {})}
+    board = HostModel(ort_version="test", cpu="test", machine={"machine": "x86_64"}, threads=1, level="all", int8=False, fits=fits)
+    (op,) = loaded.workload.operators
+    assert predict_latencies(loaded.workload, loaded.model, board) == ({op.name: 2200.0}, {})  # 1000 + 25 x 4 x 12 MACs
+    unknown = dataclasses.replace(loaded.workload, operators=(dataclasses.replace(op, product_shape=None),))
+    assert predict_latencies(unknown, loaded.model, board) == ({}, {op.name: "ConvTranspose"})
