@@ -75,10 +75,10 @@ def test_the_decomposition_with_large_segments_agrees_with_brute_force(monkeypat
     assert len(settled) >= 15  # the lazy loop did target large segments
 
 
-def test_a_sliced_solve_stopped_without_a_schedule_keeps_a_true_bound():
-    """Stopped at once (a tiny deterministic limit) below or just above the optimum, a solve with a cutoff
-    may end without a schedule; its bound is then the lower bound it was given (its decision stated
-    nothing), and a proof of "nothing within the cutoff" only comes below the brute-force optimum."""
+def test_a_sliced_solve_with_a_cutoff_and_almost_no_work_keeps_a_true_bound():
+    """With a tiny deterministic limit, below or just above the optimum, a solve with a cutoff (decisions,
+    then the objective) reports a bound between the lower bound it was given and the brute-force optimum,
+    a schedule no shorter than the optimum, and "nothing within the cutoff" only below the optimum."""
     without = 0
     for seed in range(40):
         problem = random_sliced_problem(random.Random(7300 + seed))
@@ -86,10 +86,10 @@ def test_a_sliced_solve_stopped_without_a_schedule_keeps_a_true_bound():
         for factor in (0.97, 1.001):
             out = solve_sliced(problem, SolveOptions(time_limit_s=10.0, threads=1), None, work_limit_s=1e-4,
                                cutoff_ns=optimum * factor, lower_bound_ns=0.5 * optimum)
-            assert out.bound_ns <= optimum + 1e-6, (problem, factor)
-            if out.schedule is None and out.finished:
-                assert factor < 1 and out.bound_ns == pytest.approx(optimum * factor), (problem, factor)
-            elif out.schedule is None:
-                assert out.bound_ns == pytest.approx(0.5 * optimum), (problem, factor)
+            assert 0.5 * optimum - 1e-6 <= out.bound_ns <= optimum + 1e-6, (problem, factor)
+            if out.schedule is not None:
+                assert out.schedule.makespan_ns >= optimum - 1e-6, (problem, factor)
+            else:
+                assert factor < 1 and out.finished and out.bound_ns == pytest.approx(optimum * factor), problem
                 without += 1
-    assert without >= 20  # many ended without a schedule and still bounded the optimum
+    assert without >= 20  # many proofs that nothing is within the cutoff

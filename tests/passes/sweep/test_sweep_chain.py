@@ -16,6 +16,7 @@ from cimsplit.compiler import frontend
 from cimsplit.models import zoo
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.sweep.chain import ChainTask
+from cimsplit.passes.sweep.execute import start_order
 from cimsplit.passes.sweep.grid import SweepPoint
 from cimsplit.passes.sweep.run import SweepObserver, SweepSpec, run_sweep
 from cimsplit.passes.sweep.store import read_journal
@@ -110,3 +111,19 @@ def test_a_chain_s_work_is_operators_plus_incomparable_pairs_of_the_points_left(
     tasks = (PointTask(point, diamond), PointTask(point, pair), PointTask(point, None, error="no model"))
     assert ChainTask(tasks).work == 5 + 2
     assert ChainTask(tasks, known=({"done": True}, None, None)).work == 2
+
+
+def test_chains_of_equal_work_start_with_the_most_contested():
+    """Two one-point chains of the same graph x -> y: host (4, 6) ns with CIM (1, 10) contests 1 + 6 = 7 ns,
+    with CIM (3, 5) 3 + 5 = 8 ns (an operator without a CIM time contests nothing); the bigger diamond
+    (5 + 1 work against 2) still goes first."""
+    point = SweepPoint("m", "x86", 1, 50.0)
+
+    def pair(cim: tuple) -> ChainTask:
+        return ChainTask((PointTask(point, PlacementProblem(names=("x", "y"), t_host_ns=(4.0, 6.0), t_cim_ns=cim,
+                                                            crossbars=(1, 1), edges=((0, 1, 0.0),), budget=1)),))
+    diamond = PlacementProblem(names=tuple("abcd"), t_host_ns=(1.0,) * 4, t_cim_ns=(None,) * 4, crossbars=(0,) * 4,
+                               edges=((0, 1, 0.0), (0, 2, 0.0), (1, 3, 0.0), (2, 3, 0.0)), budget=1)
+    chains = [pair((1.0, 10.0)), pair((3.0, 5.0)), pair((None, 5.0)), ChainTask((PointTask(point, diamond),))]
+    assert [c.contested_ns for c in chains] == [7.0, 8.0, 5.0, 0.0]
+    assert start_order(chains) == [3, 1, 0, 2]

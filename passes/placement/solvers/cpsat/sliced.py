@@ -57,6 +57,7 @@ from cimsplit.passes.placement.solvers.backend import (
     STATUS_OPTIMAL,
     STATUS_TIME_LIMIT,
 )
+from cimsplit.passes.placement.solvers.cpsat.descent import DECISION_SHARE, Descent
 from cimsplit.passes.placement.solvers.cpsat.model import floor_units, unit_for
 from cimsplit.passes.placement.solvers.cpsat.sliced_cuts import SlicedModel, add_load_rows, add_path_rows
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, _configure
@@ -71,7 +72,6 @@ second either way, and probing was a large share of it: YOLOv5n int8 at 50 cross
 its small segments (36 proofs) in 1.7 s instead of 2.4 s.  (One search instead of the interleaved
 portfolio saved more on most, but a 4-operator segment then ran 4.5 s of wall time for 0.23 s of
 deterministic time, unproven, where the portfolio proves it in 0.1 s.)"""
-
 
 @dataclass(frozen=True)
 class SlicedOutcome:
@@ -133,10 +133,10 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     ``cutoff_ns``: seek only schedules up to it (it replaces the warm start's UB when lower, same rows).
     A model then proven infeasible has no schedule with real T <= the cutoff (each would be a floored
     point within the UB), so the outcome has no schedule, ``finished``, and the cutoff as its bound.
-    Below the warm start, T is minimized by decisions instead of CP-SAT's objective (:class:`_Descent`):
-    a model without an objective is proven to have no schedule far sooner (YOLOv5n int8's 56-operator
-    head at 21 crossbars / 1000 ns: 0.8 s where the minimizing solves took 20 s); the limits stopping
-    the first decision leave ``lower_bound_ns`` as the bound.
+    Below the warm start, T is minimized first by decisions (:class:`~.descent.Descent`): a model without an
+    objective is proven to have no schedule far sooner (YOLOv5n int8's 56-operator head at 21
+    crossbars / 1000 ns: 0.8 s where the minimizing solves took 20 s), then, if they did not finish,
+    with CP-SAT's objective (:data:`~.descent.DECISION_SHARE`).
 
     ``small``: with :data:`SMALL_MODEL_PARAMETERS` (exact either way: they change only how soon).
     """
@@ -281,8 +281,12 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
         return parts_schedule(problem, expansion, parts, slicing), order
 
     if cutoff_ns is not None and bounded_by == cutoff_ns:
-        search = _Descent(m, makespan, unit, cp_options, begin + options.time_limit_s, work_limit_s)
+        search = Descent(m, makespan, unit, cp_options, begin + options.time_limit_s,
+                          None if work_limit_s is None else work_limit_s * DECISION_SHARE)
         schedule, order, bound_ns, finished = search.run(read, cutoff_ns, options.effective_mip_gap)
+        if not finished and work_limit_s is not None:
+            search.work_s = work_limit_s * (1.0 - DECISION_SHARE)
+            schedule, order, bound_ns, finished = search.minimize(read, schedule, order)
         bound_ns = max(bound_ns, lower_bound_ns)
     else:
         m.Minimize(makespan)
@@ -311,63 +315,6 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
     log.info("cp-sat sliced %s: %.6g ns, bound %.6g ns, %.2f s, %d vars, %d constraints", status,
              schedule.makespan_ns, bound_ns, elapsed, n_vars, n_cons)
     return SlicedOutcome(status, schedule, order, bound_ns, elapsed, n_vars, n_cons, finished)
-
-
-@dataclass
-class _Descent:
-    """Minimize T by decisions: is there a schedule with T <= U units?  Each schedule found lowers U below
-    it; a decision without one proves the last U + 1 a bound (:func:`solve_sliced`'s ``cutoff_ns``)."""
-
-    m: cp_model.CpModel
-    """The model without an objective, T's upper end at the cutoff's U."""
-    makespan: cp_model.IntVar
-    unit: float
-    cp_options: CpSatOptions
-    deadline: float
-    work_s: float | None
-
-    def decide(self) -> tuple[int, cp_model.CpSolver]:
-        """One decision within the limits left; its work is taken from them."""
-        solver = cp_model.CpSolver()
-        _configure(solver, self.cp_options, self.cp_options.threads, max(0.05, self.deadline - time.perf_counter()))
-        if self.work_s is not None:
-            solver.parameters.max_deterministic_time = max(0.01, self.work_s)
-        code = solver.Solve(self.m)
-        if self.work_s is not None:
-            self.work_s -= solver.ResponseProto().deterministic_time
-        return code, solver
-
-    def run(self, read, cutoff_ns: float, gap: float) -> tuple[Schedule | None, tuple[int, ...] | None, float, bool]:
-        """(best schedule or None, its host order, bound, proven) within the limits.
-
-        Exactness: T's domain is all that changes between decisions.  At the cutoff's U (the model's UB)
-        no schedule proves the real optimum above the cutoff (:func:`solve_sliced`).  After a schedule of
-        real makespan M found at T = t units, U is the least of ``ceil(M (1 - gap) / unit) + 1`` (then no
-        schedule proves the optimum above M (1 - gap), the same argument: M is within the gap) and t - 1
-        (then none proves the floored optimum at least t units, and the real one at least t units, as
-        CP-SAT's own bound would); either U is below t, so the search always moves on."""
-        best, order, proves = None, None, cutoff_ns
-        while self.deadline - time.perf_counter() > 0.01 and (self.work_s is None or self.work_s > 0.01):
-            code, solver = self.decide()
-            if code == cp_model.INFEASIBLE:
-                return best, order, proves, True
-            if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                break
-            best, order = read(solver.Value)
-            found = solver.Value(self.makespan)
-            ub = math.ceil(best.makespan_ns * (1.0 - gap) / self.unit) + 1
-            proves = best.makespan_ns * (1.0 - gap)
-            if ub >= found:
-                ub, proves = found - 1, found * self.unit * (1.0 - 1e-15)
-            domain = self.m.Proto().variables[self.makespan.Index()].domain  # [lower end, upper end]
-            domain[1] = ub
-            if ub < domain[0]:  # T's lower end (the cheap bounds' row) is reached: nothing below it
-                return best, order, proves, True
-            self.m.ClearHints()
-            for i in range(len(self.m.Proto().variables)):
-                var = self.m.GetIntVarFromProtoIndex(i)
-                self.m.AddHint(var, solver.Value(var))
-        return best, order, 0.0, False
 
 
 def gap_status(makespan_ns: float, bound_ns: float, options: SolveOptions) -> str:
