@@ -52,12 +52,12 @@ class Descent:
     def run(self, read, cutoff_ns: float, gap: float) -> tuple[Schedule | None, tuple[int, ...] | None, float, bool]:
         """(best schedule or None, its host order, bound, proven) within the limits.
 
-        Exactness: T's domain is all that changes between decisions.  At the cutoff's U (the model's UB)
-        no schedule proves the real optimum above the cutoff (:func:`.sliced.solve_sliced`).  After a schedule of
-        real makespan M found at T = t units, U is the least of ``ceil(M (1 - gap) / unit) + 1`` (then no
-        schedule proves the optimum above M (1 - gap), the same argument: M is within the gap) and t - 1
-        (then none proves the floored optimum at least t units, and the real one at least t units, as
-        CP-SAT's own bound would); either U is below t, so the search always moves on."""
+        Exactness: T's domain is all that changes between decisions.  At the cutoff's U (the model's
+        UB) no schedule proves the real optimum above the cutoff (:func:`.sliced.solve_sliced`).  After a
+        schedule of real makespan M found at T = t units, U is the least of ``ceil(M (1 - gap) / unit)
+        + 1`` (then no schedule proves the optimum above M (1 - gap), the same argument: M is within
+        the gap) and t - 1 (then none proves the floored optimum at least t units, and the real one at
+        least t units, as CP-SAT's own bound would); either way U is below t, so the search moves on."""
         best, order, self.proves = None, None, cutoff_ns
         while self.deadline - time.perf_counter() > 0.01 and (self.work_s is None or self.work_s > 0.01):
             code, solver = self.decide()

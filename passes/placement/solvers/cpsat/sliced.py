@@ -73,6 +73,7 @@ its small segments (36 proofs) in 1.7 s instead of 2.4 s.  (One search instead o
 portfolio saved more on most, but a 4-operator segment then ran 4.5 s of wall time for 0.23 s of
 deterministic time, unproven, where the portfolio proves it in 0.1 s.)"""
 
+
 @dataclass(frozen=True)
 class SlicedOutcome:
     """A sliced solve: the re-timed schedule (operator level, with ``parts``) and the solver's figures."""
@@ -282,7 +283,7 @@ def solve_sliced(problem: PlacementProblem, options: SolveOptions, warm_start: S
 
     if cutoff_ns is not None and bounded_by == cutoff_ns:
         search = Descent(m, makespan, unit, cp_options, begin + options.time_limit_s,
-                          None if work_limit_s is None else work_limit_s * DECISION_SHARE)
+                         None if work_limit_s is None else work_limit_s * DECISION_SHARE)
         schedule, order, bound_ns, finished = search.run(read, cutoff_ns, options.effective_mip_gap)
         if not finished and work_limit_s is not None:
             search.work_s = work_limit_s * (1.0 - DECISION_SHARE)
