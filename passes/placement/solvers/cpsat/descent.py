@@ -19,7 +19,7 @@ DECISION_SHARE = 0.75
 if they do not finish, CP-SAT's objective gets the rest, for a bound.  Decisions alone left YOLOv8n int8 at
 100 crossbars / 1000 ns 5.8 % from its bound after 60 s (1.6 % with the objective alone): a 46-crossbar
 decision of its head ran to every limit without a proof, stating nothing.  With three quarters, 1.8 %, and
-YOLOv5n int8's four chains of the paper's grid take 66 s (86 s with the objective alone, 69 s with
+YOLOv5n int8's four chains of the paper's grid take 60-66 s (86 s with the objective alone, 69 s with
 decisions alone; ``bench/yolo_chains.py``)."""
 
 

@@ -331,7 +331,7 @@ class _SlicedDecomposition(_Decomposition):
             # A retry at this budget searches with another seed: a proof's time varies widely with the seed
             # (YOLOv5n int8's head at 21 crossbars / 1000 ns, one cutoff: 1.5-22 s over eight seeds), so
             # a fresh search with twice the work beats the same one continued.  Still deterministic.
-            tries = sum(1 for s in self.fronts[key].solves if s.limit == limit and s.seconds > 0)
+            tries = sum(1 for solve in self.fronts[key].solves if solve.limit == limit and solve.seconds > 0)
             out = solve_sliced(sub, SolveOptions(time_limit_s=left, mip_gap=self.gap, seed=self.seed + tries, threads=1),
                                warm, work_limit_s=seconds, cutoff_ns=cutoff, small=not self.large(key[0]))
             if out.schedule is None:  # (none within the cutoff, or none in time: F_i's optimum is still unknown)
