@@ -68,6 +68,8 @@ class _Graph:
         self.taken = {t for node in self.graph.node for t in [*node.input, *node.output]} | set(self.constants) | self.inputs
         self.node_names = {node.name for node in self.graph.node}
         self.inserted = 0
+        self._index: tuple[dict[str, onnx.NodeProto], dict[str, list[tuple[onnx.NodeProto, int]]]] | None = None
+        """tensor -> its producer, and -> its readers (node, input index); built when asked, dropped when the graph changes."""
 
     def fresh(self, base: str, names: set[str]) -> str:
         name, k = base, 1
@@ -76,11 +78,23 @@ class _Graph:
         names.add(name)
         return name
 
+    def _indexed(self) -> tuple[dict[str, onnx.NodeProto], dict[str, list[tuple[onnx.NodeProto, int]]]]:
+        if self._index is None:
+            producers: dict[str, onnx.NodeProto] = {}
+            readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+            for node in self.nodes:
+                for name in node.output:
+                    producers.setdefault(name, node)
+                for i, name in enumerate(node.input):
+                    readers.setdefault(name, []).append((node, i))
+            self._index = producers, readers
+        return self._index
+
     def producer(self, tensor: str) -> onnx.NodeProto | None:
-        return next((node for node in self.nodes if tensor in node.output), None)
+        return self._indexed()[0].get(tensor)
 
     def readers(self, tensor: str) -> list[tuple[onnx.NodeProto, int]]:
-        return [(node, i) for node in self.nodes for i, name in enumerate(node.input) if name == tensor]
+        return list(self._indexed()[1].get(tensor, ()))
 
     def write(self) -> None:
         del self.graph.node[:]
@@ -122,6 +136,7 @@ class _Graph:
             for k, (node, i) in enumerate(readers):
                 outs.append(self.fresh(f"{tensor}_post_dq{k or ''}", self.taken))
                 node.input[i] = outs[-1]
+        self._index = None
         self.nodes[at:at] = [
             onnx.helper.make_node("QuantizeLinear", [source, *params], [q_out], name=self.fresh(f"{tensor}_q", self.node_names),
                                   domain=like.domain),
