@@ -79,7 +79,7 @@ class _Search:
             self.work_left -= self.p.n  # a look-up still costs: keeps tiny searches finite
             return hit
         self.work_left -= self.seq.work * len(self.rules)
-        v = min(self.seq.run(on_host, r)[0] for r in self.rules)
+        v = self.seq.best_makespan(on_host, self.rules)
         self.cache[on_host] = v
         if v < self.best_value - 1e-9 * max(1.0, abs(v)):
             self.best_value, self.best = v, on_host

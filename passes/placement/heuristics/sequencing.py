@@ -25,17 +25,20 @@ RULES = ("bottom", "host_below", "index", "cim_feed")
 
 
 class Sequencer:
-    """Precomputed graph structure for fast list scheduling of many assignments."""
+    """Precomputed graph structure for fast list scheduling of many assignments (the heuristics' inner loop)."""
 
     def __init__(self, problem: PlacementProblem) -> None:
         self.p = problem
         n = problem.n
-        self.succ: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-        self.pred: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        succ: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        n_pred = [0] * n
         for u, v, t in problem.edges:
-            self.succ[u].append((v, t))
-            self.pred[v].append((u, t))
-        self.n_pred = [len(ps) for ps in self.pred]
+            succ[u].append((v, t))
+            n_pred[v] += 1
+        self.succ = [tuple(edges) for edges in succ]
+        self.n_pred = n_pred
+        self.out_ns = [problem.t_out_ns[v] if problem.writes_output[v] else 0.0 for v in range(n)]
+        """What a CIM operator's graph output adds after it ends."""
         # descendants as bitmasks (and a 0/1 matrix for the "host work below" rule)
         desc = dag.descendants(problem)
         self.desc = desc
@@ -46,79 +49,100 @@ class Sequencer:
         p = self.p
         return [p.t_host_ns[v] if on_host[v] else p.t_cim_ns[v] for v in range(p.n)]  # type: ignore[misc]
 
-    def priorities(self, on_host: Sequence[bool], dur: list[float], rule: str) -> list[float]:
-        p, n = self.p, self.p.n
+    def bottom_levels(self, on_host: Sequence[bool], dur: list[float]) -> list[float]:
+        """Longest path from each operator's start to the end (its duration, transfers, a CIM output's write)."""
+        succ, out_ns = self.succ, self.out_ns
+        bottom = [0.0] * self.p.n
+        for u in range(self.p.n - 1, -1, -1):
+            here = on_host[u]
+            tail = 0.0 if here else out_ns[u]
+            for v, t in succ[u]:
+                through = bottom[v] + t if here != on_host[v] else bottom[v]
+                if through > tail:
+                    tail = through
+            bottom[u] = dur[u] + tail
+        return bottom
+
+    def priorities(self, on_host: Sequence[bool], dur: list[float], rule: str, bottom: list[float] | None = None) -> list[float]:
+        """Each operator's priority under ``rule`` (higher runs first); ``bottom``: :meth:`bottom_levels`, if known."""
+        n = self.p.n
         if rule == "index":
             return [float(-v) for v in range(n)]
-        bottom = [0.0] * n
-        for u in range(n - 1, -1, -1):
-            tail = p.t_out_ns[u] if (not on_host[u] and p.writes_output[u]) else 0.0
-            for v, t in self.succ[u]:
-                tail = max(tail, (t if on_host[u] != on_host[v] else 0.0) + bottom[v])
-            bottom[u] = dur[u] + tail
+        if bottom is None:
+            bottom = self.bottom_levels(on_host, dur)
         if rule == "bottom":
             return bottom
         if rule == "host_below":
             host_dur = np.array([d if h else 0.0 for d, h in zip(dur, on_host)])
-            below = self.desc_matrix @ host_dur
-            return [float(below[u]) + dur[u] + 1e-3 * bottom[u] for u in range(n)]
+            below = (self.desc_matrix @ host_dur).tolist()
+            return [below[u] + dur[u] + 1e-3 * bottom[u] for u in range(n)]
         if rule == "cim_feed":
             return [bottom[u] + (1e12 if any(not on_host[v] for v, _ in self.succ[u]) else 0.0) for u in range(n)]
         raise ValueError(f"unknown rule {rule!r}")
 
     def run(self, on_host: Sequence[bool], rule: str) -> tuple[float, list[int]]:
         """Non-delay list schedule: (makespan, host order).  Equals simulate() on that order."""
-        p, n = self.p, self.p.n
         dur = self.durations(on_host)
-        prio = self.priorities(on_host, dur, rule)
+        return self._schedule(on_host, dur, self.priorities(on_host, dur, rule))
+
+    def best_makespan(self, on_host: Sequence[bool], rules: Sequence[str]) -> float:
+        """The least of :meth:`run`'s makespans over ``rules`` (durations and bottom levels computed once)."""
+        dur = self.durations(on_host)
+        bottom = self.bottom_levels(on_host, dur)
+        return min(self._schedule(on_host, dur, self.priorities(on_host, dur, rule, bottom))[0] for rule in rules)
+
+    def _schedule(self, on_host: Sequence[bool], dur: list[float], prio: list[float]) -> tuple[float, list[int]]:
+        p, n, succ, out_ns = self.p, self.p.n, self.succ, self.out_ns
         release = [0.0 if on_host[v] else p.t_in_ns[v] for v in range(n)]
         left = list(self.n_pred)
         finish = [0.0] * n
         pending: list[tuple[float, int]] = []  # host ops with all inputs placed: (release, v)
         ready: list[tuple[float, int]] = []  # released host ops: (-priority, v)
         makespan = 0.0
-        stack: list[int] = []
+        push, pop = heapq.heappush, heapq.heappop
 
-        def place(u: int, start: float) -> None:
+        def place(u: int) -> None:
+            """Finish ``u`` (``finish[u]`` set) and every CIM operator it releases; queue the host ones."""
             nonlocal makespan
-            stack.append(u)
-            finish[u] = start + dur[u]
+            stack = [u]
             while stack:
                 w = stack.pop()
                 f = finish[w]
-                end = f + (p.t_out_ns[w] if (not on_host[w] and p.writes_output[w]) else 0.0)
+                here = on_host[w]
+                end = f if here else f + out_ns[w]
                 if end > makespan:
                     makespan = end
-                for x, t in self.succ[w]:
-                    r = f + (t if on_host[w] != on_host[x] else 0.0)
+                for x, t in succ[w]:
+                    r = f + t if here != on_host[x] else f
                     if r > release[x]:
                         release[x] = r
                     left[x] -= 1
                     if left[x] == 0:
                         if on_host[x]:
-                            heapq.heappush(pending, (release[x], x))
+                            push(pending, (release[x], x))
                         else:
                             finish[x] = release[x] + dur[x]
                             stack.append(x)
 
         for v in [v for v in range(n) if left[v] == 0]:  # sources, listed before any placement
             if on_host[v]:
-                heapq.heappush(pending, (release[v], v))
+                push(pending, (release[v], v))
             else:
-                place(v, release[v])
+                finish[v] = release[v] + dur[v]
+                place(v)
         order: list[int] = []
         clock = 0.0
         while pending or ready:
             if not ready and pending[0][0] > clock:
                 clock = pending[0][0]
             while pending and pending[0][0] <= clock:
-                r, v = heapq.heappop(pending)
-                heapq.heappush(ready, (-prio[v], v))
-            _, v = heapq.heappop(ready)
-            start = max(clock, release[v])
+                v = pop(pending)[1]
+                push(ready, (-prio[v], v))
+            v = pop(ready)[1]
+            start = clock if clock > release[v] else release[v]
             order.append(v)
-            place(v, start)
-            clock = finish[v]
+            finish[v] = clock = start + dur[v]
+            place(v)
         return makespan, order
 
 

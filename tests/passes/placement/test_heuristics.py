@@ -65,6 +65,19 @@ def test_every_rule_matches_simulate(style: str):
     for rule in RULES:
         makespan, order = seq.run(x, rule)
         assert makespan == pytest.approx(simulate(p, x, order).makespan_ns, rel=1e-12)
+    assert seq.best_makespan(x, RULES) == min(seq.run(x, rule)[0] for rule in RULES)
+
+
+def test_a_cim_output_write_counts_in_the_bottom_level_and_the_makespan():
+    p = fork()
+    p = PlacementProblem(**{**p.__dict__, "t_out_ns": (0.0, 0.0, 0.0, 50.0, 0.0, 0.0),
+                            "writes_output": (False, False, False, True, False, False)})
+    on_host = [True, True, True, False, True, True]
+    seq = Sequencer(p)
+    # c on the CIM: 1 (its duration) + max(50 (writing its output), 0.5 + 1 (u on the host)) = 51
+    assert seq.bottom_levels(on_host, seq.durations(on_host))[3] == 51.0
+    # c starts at 1.5 (s, then the transfer) and its output is written by 1.5 + 1 + 50, after the host's 44 ns
+    assert seq.best_makespan(on_host, RULES) == 52.5
 
 
 def test_start_points_respect_the_budget():
