@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.solvers.backend import get_backend
 from cimsplit.passes.placement.solvers.cpsat import CpSatOptions, build_model, solve_cpsat, time_unit_ns
 from cimsplit.passes.placement.solvers.cpsat.cuts import host_chains
+from cimsplit.passes.placement.solvers.cpsat.model import floor_units
 from cimsplit.passes.placement.testing import random_problem
 
 
@@ -55,6 +61,16 @@ def test_integer_and_binary_fraction_times_need_no_rounding():
     # 100 bytes over 20.48 GB/s = 4.8828125 ns = 625/128 ns: exact in units of 2**-7 ns
     p = PlacementProblem(("a", "b"), (1.0, 2.0), (None, 1.0), (0, 1), ((0, 1, 100 / 20.48),), 1)
     assert time_unit_ns(p) == (2.0**-7, True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.floats(0.0, 1e9), st.sampled_from([1.0, 2.0**-7, 0.1, 1 / 3, 1e6 / 2**32, 3.0]), st.integers(0, 10**6),
+       st.sampled_from([-1, 0, 1]))
+def test_floor_units_is_the_exact_rational_floor(t_ns: float, unit_ns: float, k: int, step: int):
+    """Also for times one ulp either side of a whole number of units, where a float division can round up."""
+    near = math.nextafter(k * unit_ns, math.inf * step) if step else k * unit_ns
+    for t in (t_ns, near):
+        assert floor_units(t, unit_ns) == max(0, int(Fraction(t) // Fraction(unit_ns)))
 
 
 def test_rounded_units_keep_the_bound_below_the_real_makespan():

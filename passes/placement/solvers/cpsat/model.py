@@ -56,6 +56,7 @@ Otherwise two facts keep the answer exact:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -113,7 +114,16 @@ def unit_for(all_times: list[float], horizon_ns: float) -> tuple[float, bool]:
 
 
 def floor_units(t_ns: float, unit_ns: float) -> int:
-    """floor(t / r) in exact rational arithmetic: never above the real time, not even by an ulp."""
+    """floor(t / r) in exact rational arithmetic: never above the real time, not even by an ulp.
+
+    Floats first: dividing by a power of two (every exact unit of :func:`unit_for`) only shifts the exponent;
+    otherwise the division rounds to nearest, which is monotone, so a quotient q strictly between the
+    integers f and f + 1 (both floats below 2^53) comes from a real quotient in [f, f + 1).  Only a quotient
+    that lands on an integer needs the rationals."""
+    q = t_ns / unit_ns
+    f = math.floor(q)
+    if math.frexp(unit_ns)[0] == 0.5 or (f != q and abs(q) < 2.0**53):
+        return max(0, f)
     return max(0, int(Fraction(t_ns) // Fraction(unit_ns)))
 
 
