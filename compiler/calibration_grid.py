@@ -23,9 +23,9 @@ import numpy as np
 
 from cimsplit.compiler.calibration_models import BLOCKED_KINDS, IMAGE_CHANNELS, GridPoint, conv_pad
 from cimsplit.compiler.host_chains import CHAIN_KINDS
-from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX
+from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX, REORDER_KINDS
 from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, RUNS_IN_FLOAT, anchor_kind, plain_kind
-from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
+from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs, onnxruntime_runs_nchwc
 
 __all__ = ["GridPoint", "grid", "gemm_descriptors", "gemm_key", "has_weights", "SPATIAL", "LARGE", "POOLED", "ELEMENT_OPS",
            "EXPORT_OPS", "QUANTIZED_EXPORT_OPS", "SQUEEZED", "WIDE", "TRANSPOSED_KERNELS", "TRANSPOSED_POINTS",
@@ -287,10 +287,16 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
         per_kind[op] = _element_points(op, export_rng)
     per_kind["squeeze"] = _squeeze_points()  # (a queue of Conv points of its own, last: the others' order stays)
     per_kind["ConvTranspose"] = _transposed_points(np.random.default_rng(seed + 6))  # (its own stream, after them)
+    own_order: dict[str, np.random.Generator] = {}  # kinds shuffled by their own stream: the others' order stays
+    if onnxruntime_runs_nchwc():  # the float NCHWc layout's glue (host_glue), float or int8
+        own_order.update((kind, np.random.default_rng(seed + 7)) for kind in REORDER_KINDS)
+        for kind in REORDER_KINDS:
+            per_kind[kind] = [GridPoint(kind, _element_params("MaxPool", p.get("c"), p.get("h")))  # (whole blocks)
+                              for p in _element_points("Relu", own_order[kind])]
     queues: list[tuple[int, list[GridPoint]]] = []
     for kind, points in per_kind.items():
         points = [p for p in points if gemm_descriptors(p) not in excluded]
-        order = [points[i] for i in rng.permutation(len(points))]
+        order = [points[i] for i in own_order.get(kind, rng).permutation(len(points))]
         queues.append((_WEIGHTS.get(kind, 1), order))
         float_only = kind in CHAIN_KINDS or kind in RUNS_IN_FLOAT or (kind in EXPORT_OPS and kind not in QUANTIZED_EXPORT_OPS)
         if int8 and not kind.startswith(GLUE_PREFIX) and kind == anchor_kind(kind) and not float_only:

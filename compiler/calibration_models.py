@@ -26,7 +26,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.fusion import ACTIVATIONS
-from cimsplit.compiler.host_glue import GLUE_PREFIX
+from cimsplit.compiler.host_glue import GLUE_PREFIX, NCHWC_DOMAIN
 from cimsplit.compiler.host_model import FUSED_SEPARATOR, INT8_PREFIX, anchor_kind, plain_kind
 from cimsplit.compiler.host_variants import LAST_AXIS, SECOND_LAST_AXIS
 
@@ -244,11 +244,18 @@ def build_glue_point(point: GridPoint) -> onnx.ModelProto:
     elif op in ("Transpose-u8", "Transpose-f32"):
         node = helper.make_node("Transpose", ["x"], ["y"], name=MEASURED_NODE, perm=[0, 3, 1, 2])  # NHWC -> NCHW
         types, shape, inits = ((u8, u8) if op == "Transpose-u8" else (f32, f32)), [1, h, h, c], []
+    elif op == "ReorderInput":  # NCHW -> NCHWc, on channels a multiple of both block sizes (8, 16)
+        if c % 16:
+            raise ValueError(f"{point.kind} on {c} channels: the grid gives a reorder whole blocks")
+        node = helper.make_node(op, ["x"], ["y"], name=MEASURED_NODE, domain=NCHWC_DOMAIN)
+        types, shape, inits = (f32, f32), [1, c, h, h], []
     else:
         raise ValueError(f"no calibration model for {point.kind}")
+    out_shape = shape if node.domain else None  # (onnx infers none for the NCHWc domain; the blocked shape is the same)
     graph = helper.make_graph([node], f"calibration_{op}", [helper.make_tensor_value_info("x", types[0], shape)],
-                              [helper.make_tensor_value_info("y", types[1], None)], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="cimsplit-calibrate")
+                              [helper.make_tensor_value_info("y", types[1], out_shape)], initializer=inits)
+    opsets = [helper.make_opsetid("", _OPSET)] + ([helper.make_opsetid(NCHWC_DOMAIN, 1)] if node.domain else [])
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="cimsplit-calibrate")
     model.ir_version = 8
     return onnx.shape_inference.infer_shapes(model)
 

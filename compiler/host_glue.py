@@ -1,4 +1,4 @@
-"""Layout glue: the Transpose and Q/DQ kernels onnxruntime adds where a quantized conv's NHWC chain meets a float op.
+"""Layout glue: the kernels onnxruntime adds where a conv's blocked layout (int8 NHWC, float NCHWc) meets another.
 
 On x86 onnxruntime runs a fused int8 conv (QLinearConv) in NHWC and keeps that
 layout from one such conv to the next.  Where the chain meets an op it runs in
@@ -7,7 +7,8 @@ kind), it inserts, in the region :mod:`cimsplit.compiler.kernel_attribution`
 charges to the conv, a uint8 Transpose back to NCHW and a standalone
 DequantizeLinear, or DequantizeLinear -> float Transpose -> QuantizeLinear ->
 DequantizeLinear (MobileNetV2 int8: a 144 -> 24 1x1 conv at 56x56 runs its
-kernel in 72 us and its glue in 61 us).  A calibration point's conv sits
+kernel in 72 us and its glue in 61 us).  Float convs have theirs too: the NCHWc reorder into a blocked conv whose input an op in
+plain NCHW made (:data:`REORDER_KINDS`).  A calibration point's conv sits
 between two convs of its own kind, so no glue is charged to it (the chain's
 ends are its neighbours'): a calibrated GEMM kind predicts the kernel alone,
 and :func:`layout_glue` adds what the model's own graph inserts, each kernel
@@ -44,10 +45,18 @@ from cimsplit.compiler.loader import declared_dims
 from cimsplit.compiler.qdq_kernels import readers_of
 from cimsplit.compiler.workload import Operator, Workload
 
-__all__ = ["GLUE_PREFIX", "GLUE_KINDS", "Glue", "layout_glue", "glue_kernels"]
+__all__ = ["GLUE_PREFIX", "GLUE_KINDS", "REORDER_KINDS", "NCHWC_DOMAIN", "Glue", "layout_glue", "glue_kernels"]
 
 GLUE_PREFIX = "glue:"
 GLUE_KINDS = ("glue:DequantizeLinear", "glue:QuantizeLinear", "glue:Transpose-u8", "glue:Transpose-f32")
+REORDER_KINDS = ("glue:ReorderInput",)
+"""The float NCHWc layout's glue: onnxruntime runs a squeeze-and-excitation block's scaling Mul in plain NCHW, between
+blocked convs, and reorders its output into the next conv's blocks; profiling charges that ReorderInput to the conv
+(EfficientNet-B0's projection convs ran 10-20 % above their points without it).  The ReorderOutputs before such an op
+are not glue: charged to the convs before it as well, they took EfficientNet-B0's conv error 10.8 -> 15.4 % and
+MobileNetV3-Small's 12.3 -> 18.9 % (``bench/results/predictor_reorder_glue_tried_zen3.txt``), while the ReorderInput
+alone took them 10.6 -> 9.6 % and 10.4 -> 8.6 % (``predictor_error_zen3_s31_reorder.txt``)."""
+NCHWC_DOMAIN = "com.microsoft.nchwc"
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 
 
@@ -111,6 +120,11 @@ def glue_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto, worklo
                         changed = True
             if any(_at_edge(nodes[name], producers, readers, boundary) for name in chosen):
                 continue  # a GEMM point has the glue at the graph's edge too (an image conv's input)
+            for name in names:  # the NCHWc reorders into the conv, but from the graph's input (a point's image conv has it)
+                node = nodes[name]
+                if node.domain == NCHWC_DOMAIN and GLUE_PREFIX + node.op_type in REORDER_KINDS and node.input[0] not in boundary:
+                    elements = sizes.get(node.input[0], op.n_in)
+                    glue.setdefault(op.name, []).append(Glue(name, GLUE_PREFIX + node.op_type, float(max(elements, 1)) * fraction[name]))
         downstream = _downstream([n for n in names if n not in chosen and nodes[n].op_type not in _QDQ | {"Transpose"}], nodes, readers)
         for name in sorted(chosen):
             node = nodes[name]

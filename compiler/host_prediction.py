@@ -19,7 +19,7 @@ import onnxruntime as ort
 
 from cimsplit.compiler.host_chains import Chain, fused_chains
 from cimsplit.compiler.host_fused import activation_kernels
-from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX, Glue, glue_kernels
+from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX, REORDER_KINDS, Glue, glue_kernels
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
     RUNS_IN_FLOAT,
@@ -130,8 +130,11 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     variants = op_variants(model, optimized)
     chains = [chain for chain in fused_chains(model, optimized, workload, regions) if chain.kind in host_model.fits]
     chained = {name for chain in chains for name in chain.operators}
-    if all(kind in host_model.fits for kind in GLUE_KINDS):  # calibrations from before the glue kinds predict without
-        glue = glue_kernels(model, optimized, workload, regions)
+    # calibrations from before a family of glue kinds predict without it
+    known = {kind for family in (GLUE_KINDS, REORDER_KINDS) if all(k in host_model.fits for k in family) for kind in family}
+    if known:
+        glue = {name: [g for g in kernels if g.kind in known] for name, kernels in
+                glue_kernels(model, optimized, workload, regions).items()}
         if int(host_model.campaign.get("points", 1)) < 2:  # a calibration whose element points held their glue
             gemm = {op.name for op in workload.operators if op.m is not None}
             glue = {name: kernels for name, kernels in glue.items() if name in gemm}

@@ -30,8 +30,8 @@ __all__ = ["ORT_DOMAINS", "opaque_nodes", "profilable_part", "parse_op_latencies
 
 log = logging.getLogger(__name__)
 
-ORT_DOMAINS = STANDARD_DOMAINS | {"ai.onnx.ml", "com.microsoft"}
-"""Domains onnxruntime's CPU provider implements without a custom-op library."""
+ORT_DOMAINS = STANDARD_DOMAINS | {"ai.onnx.ml", "com.microsoft", "com.microsoft.nchwc"}
+"""Domains onnxruntime's CPU provider implements without a custom-op library (its NCHWc one on x86 only)."""
 
 
 def opaque_nodes(model: onnx.ModelProto) -> dict[str, str]:

@@ -33,7 +33,7 @@ from onnx import TensorProto, numpy_helper
 
 from cimsplit.compiler.constants import QDQ_DOMAINS
 
-__all__ = ["QdqPair", "onnxruntime_converts_int8_pairs", "converted_pairs", "int8_kernels", "readers_of"]
+__all__ = ["QdqPair", "onnxruntime_converts_int8_pairs", "onnxruntime_runs_nchwc", "converted_pairs", "int8_kernels", "readers_of"]
 
 _X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
 
@@ -50,6 +50,11 @@ class QdqPair:
 
 def onnxruntime_converts_int8_pairs(machine: str | None = None) -> bool:
     """True on x86 (``platform.machine()`` or ``machine``), where onnxruntime's default converts int8 pairs."""
+    return (machine or platform.machine()).lower() in _X86
+
+
+def onnxruntime_runs_nchwc(machine: str | None = None) -> bool:
+    """True on x86, where onnxruntime runs float convs in its blocked NCHWc layout (MLAS's AVX2 and AVX-512 kernels)."""
     return (machine or platform.machine()).lower() in _X86
 
 

@@ -46,7 +46,7 @@ from cimsplit.compiler.calibration_grid import (
 from cimsplit.compiler.calibration_models import BLOCKED_KINDS, FLUSH_PREFIX, IMAGE_CHANNELS, MEASURED_NODE, build_point, flush_buffer
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_chains import CHAIN_KINDS
-from cimsplit.compiler.host_glue import GLUE_KINDS
+from cimsplit.compiler.host_glue import GLUE_KINDS, REORDER_KINDS
 from cimsplit.compiler.host_model import (
     RUNS_IN_FLOAT,
     HostModel,
@@ -60,7 +60,7 @@ from cimsplit.compiler.host_model import (
 from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.kernel_attribution import attribute_kernels
 from cimsplit.compiler.ort_profiler import optimized_model
-from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
+from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs, onnxruntime_runs_nchwc
 from cimsplit.errors import CimsplitError
 
 ZOO_SHAPES = Path(__file__).with_name("zoo_gemm_shapes.json")
@@ -77,26 +77,29 @@ def test_grid_is_deterministic() -> None:
     # int8 doubles the grid but for the float-only fused kind (the quantizer folds a Clip into the int8 range) and
     # chain kinds (host_chains), and on x86 adds each int8 kind's three kernel variants (an int8 input, output or
     # both kept int8).  On x86 it also adds 12 + 2 points (2 at LARGE) of each of the four layout-glue kinds
-    # (host_glue).  Chain kinds have 12 points each and Gelu 2 more at LARGE (SkipLayerNormalization works on rows).
+    # (host_glue), and 14 of the float NCHWc reorder (in both grids).  Chain kinds have 12 points each and Gelu 2
+    # more at LARGE (SkipLayerNormalization works on rows).
     glue = 4 * 14 if onnxruntime_converts_int8_pairs() else 0
     fused = sum(p.kind == FUSED_DEPTHWISE for p in grid())
     chains = sum(p.kind in CHAIN_KINDS for p in grid())
     assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0 and chains == 12 * len(CHAIN_KINDS) + 2
     exports = sum(p.kind in EXPORT_OPS and p.kind not in QUANTIZED_EXPORT_OPS for p in grid())  # (the quantizer leaves them float)
     in_float = sum(p.kind in RUNS_IN_FLOAT for p in grid())  # (onnxruntime has no int8 kernel: predicted in float)
-    float_only = fused + chains + exports + in_float
+    reorders = sum(p.kind in REORDER_KINDS for p in grid())  # (float NCHWc glue: in both grids alike)
+    float_only = fused + chains + exports + in_float + reorders
     assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - float_only) + float_only + glue
 
 
 def test_every_kind_comes_early() -> None:
     kinds = {"Conv", "Conv-depthwise", "Gemm", "MatMul", "ConvTranspose", *ELEMENT_OPS, *EXPORT_OPS}
     first = grid()[: 4 * len(kinds)]
-    assert {p.kind for p in first} == kinds | {FUSED_DEPTHWISE, *CHAIN_KINDS}
+    reorders = set(REORDER_KINDS) if onnxruntime_runs_nchwc() else set()
+    assert {p.kind for p in first} == kinds | {FUSED_DEPTHWISE, *CHAIN_KINDS} | reorders
     glue = set(GLUE_KINDS) if onnxruntime_converts_int8_pairs() else set()
     quantized = kinds - set(EXPORT_OPS) - RUNS_IN_FLOAT | QUANTIZED_EXPORT_OPS
     s8 = {f"int8:{k}{suffix}" for k in quantized for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
     assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == (kinds | {f"int8:{k}" for k in quantized} | s8 | glue
-                                                                   | {FUSED_DEPTHWISE, *CHAIN_KINDS})
+                                                                   | {FUSED_DEPTHWISE, *CHAIN_KINDS} | reorders)
 
 
 def test_zoo_shapes_are_held_out() -> None:
@@ -120,7 +123,7 @@ def test_power_of_two_convs_are_a_fixed_sample_of_their_own() -> None:
 
 def test_large_maps_have_points_of_every_kind_but_attentions() -> None:
     """At LARGE (260 x 260) each element kind has two points, 16 and 40 channels (1.08 M and 2.70 M elements; 88 would
-    be over MAX_ELEMENTS), rounded to 16 and 32 for the NCHWc kinds, and none the row kinds; each depthwise kind 21
+    be over MAX_ELEMENTS), rounded to 16 and 32 for the NCHWc kinds and the reorder, and none the row kinds; each depthwise kind 21
     (16 and 40 channels with k 3/5/7, 88 with k 3/5 and 176 with k 3 at stride 1, all four with k 3/5/7 at stride 2:
     the others over MAX_MACS); convs keep their maps within 12 M elements and MAX_MACS, the 3 -> 16 stems of
     k 5 and 7 at stride 2 among them."""
@@ -128,7 +131,7 @@ def test_large_maps_have_points_of_every_kind_but_attentions() -> None:
     element = [p for p in large if gemm_descriptors(p) is None]
     kinds = {p.kind for p in grid(int8=True) if gemm_descriptors(p) is None and plain_kind(p.kind).removeprefix("int8:") not in ROW_KINDS}
     assert {p.kind for p in element} == kinds and len(element) == 2 * len(kinds)
-    blocked = [plain_kind(p.kind).removeprefix("int8:") in BLOCKED_KINDS for p in element]
+    blocked = [plain_kind(p.kind).removeprefix("int8:") in BLOCKED_KINDS or p.kind in REORDER_KINDS for p in element]
     assert {p.get("c") for p, b in zip(element, blocked) if b} == {16, 32}
     assert {p.get("c") for p, b in zip(element, blocked) if not b} == {16, 40}
     for kind in ("Conv-depthwise", FUSED_DEPTHWISE, "int8:Conv-depthwise"):

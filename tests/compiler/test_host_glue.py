@@ -1,4 +1,4 @@
-"""Layout glue (compiler/host_glue.py): what onnxruntime inserts where a quantized conv's NHWC chain meets a float op."""
+"""Layout glue (compiler/host_glue.py): what onnxruntime inserts where a conv's blocked layout meets another."""
 
 from __future__ import annotations
 
@@ -14,14 +14,15 @@ from cimsplit.compiler.calibration import measure_point, measured_operator, poin
 from cimsplit.compiler.calibration_grid import GridPoint, grid
 from cimsplit.compiler.calibration_models import MEASURED_NODE, build_glue_point
 from cimsplit.compiler.frontend import load
-from cimsplit.compiler.host_glue import GLUE_KINDS, layout_glue
+from cimsplit.compiler.host_glue import GLUE_KINDS, REORDER_KINDS, layout_glue
 from cimsplit.compiler.host_model import HostModel, KindFit, Sample, fit_kind, operator_kind
 from cimsplit.compiler.host_prediction import predict_latencies
 from cimsplit.compiler.ort_profiler import optimized_model
-from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs
+from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs, onnxruntime_runs_nchwc
 from cimsplit.models.quantize import quantize_qdq
 
 x86 = pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxruntime keeps int8 pairs off x86")
+nchwc = pytest.mark.skipif(not onnxruntime_runs_nchwc(), reason="onnxruntime has no NCHWc layout off x86")
 
 
 def _loaded(model: onnx.ModelProto, tmp_path: Path):
@@ -174,3 +175,67 @@ def test_the_predictor_adds_an_element_operators_glue_to_a_calibration_without_i
     latencies, _ = predict_latencies(loaded.workload, loaded.model, board)
     reshape = next(op.name for op in loaded.workload.operators if op.op_type == "Reshape")
     assert latencies[reshape] == (2930.0 if points == 2 else 1700.0)
+
+
+def _squeeze_excitation() -> onnx.ModelProto:
+    """x (8 x 10 x 10) -> conv1 (16) -> GlobalAveragePool -> fc (1x1, 16) -> Sigmoid -> Mul(conv1, scale) -> conv2 (8):
+    the scaling Mul runs in plain NCHW between blocked convs, as in EfficientNet's blocks."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+             for name, shape in (("w1", (16, 8, 1, 1)), ("wf", (16, 16, 1, 1)), ("w2", (8, 16, 1, 1)))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="conv1"),
+             helper.make_node("GlobalAveragePool", ["a"], ["p"], name="pool"),
+             helper.make_node("Conv", ["p", "wf"], ["f"], name="fc"),
+             helper.make_node("Sigmoid", ["f"], ["g"], name="gate"),
+             helper.make_node("Mul", ["a", "g"], ["m"], name="scale"),
+             helper.make_node("Conv", ["m", "w2"], ["y"], name="conv2")]
+    graph = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    return onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@nchwc
+def test_a_blocked_conv_after_a_plain_op_pays_its_reorder(tmp_path: Path) -> None:
+    """The Mul's output (16 x 10 x 10) is blocked again for conv2: that reorder is conv2's.  conv1's blocked output
+    goes back to NCHW for the Mul, the fc's gate likewise: not glue (REORDER_KINDS); conv1's input is the graph's
+    (a point's image conv has that too)."""
+    loaded = _loaded(_squeeze_excitation(), tmp_path)
+    glue = layout_glue(loaded.model, loaded.workload)
+    assert {op: [g for g in kernels if g[0] in REORDER_KINDS] for op, kernels in glue.items()} == {
+        "conv2": [("glue:ReorderInput", 1600.0)]}
+    # predicted: conv2's kind plus its reorder, when the calibration has the reorder kind (10 + 1 ns per element)
+    def fit(kind: str, overhead: float, per_element: float) -> KindFit:
+        return KindFit(kind, "relative-elements", (overhead, 0.0, per_element), 10, 0.0, {}, {})
+
+    fits = {kind: fit(kind, 100.0, 0.0) for kind in ("Conv", "GlobalAveragePool", "Sigmoid", "Mul")}
+    fits["Conv"] = KindFit("Conv", "relative-linear", (100.0, 0.0, 0.0, 0.0, 0.0), 10, 0.0, {}, {})
+    board = HostModel(ort_version="", cpu="", machine={"machine": "x86_64"}, threads=1, level="all", int8=False, fits=fits,
+                      campaign={"points": 3})
+    without, _ = predict_latencies(loaded.workload, loaded.model, board)
+    board = HostModel(**{**board.__dict__, "fits": {**fits, **{kind: fit(kind, 10.0, 1.0) for kind in REORDER_KINDS}}})
+    with_reorders, _ = predict_latencies(loaded.workload, loaded.model, board)
+    by_name = {op.name: op.nodes[0] for op in loaded.workload.operators}
+    assert {by_name[op]: with_reorders[op] - without[op] for op in without} == {
+        "conv1": 0.0, "pool": 0.0, "fc": 0.0, "scale": 0.0, "conv2": 1610.0}  # (the gate is fc's activation)
+
+
+@nchwc
+@pytest.mark.parametrize("params", [(("c_in", 40), ("c_out", 88), ("h", 18), ("k", 3), ("s", 1)),
+                                    (("c", 88), ("h", 18), ("k", 3), ("s", 2))])
+def test_float_conv_points_carry_no_reorders(tmp_path: Path, params: tuple) -> None:
+    """A float conv point sits between two blocked convs: no reorder is charged to it, so the fit holds none."""
+    kind = "Conv" if len(params) == 5 else "Conv-depthwise"
+    loaded = _loaded(point_model(GridPoint(kind, params)), tmp_path)
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    op = measured_operator(GridPoint(kind, params), [(o, operator_kind(o, types)) for o in loaded.workload.operators])
+    assert op.name not in layout_glue(loaded.model, loaded.workload)
+
+
+def test_reorder_points_are_whole_blocks_from_their_own_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cimsplit.compiler import calibration_grid
+
+    full = grid()
+    reorders = [p for p in full if p.kind in REORDER_KINDS]
+    assert len(reorders) == (14 if onnxruntime_runs_nchwc() else 0) and all(p.get("c") % 16 == 0 for p in reorders)
+    monkeypatch.setattr(calibration_grid, "REORDER_KINDS", ())
+    assert [p for p in full if p.kind not in REORDER_KINDS] == grid()
