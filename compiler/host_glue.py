@@ -95,6 +95,7 @@ def glue_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto, worklo
     owner = {node: op for op in workload.operators for node in op.nodes}
     glue: dict[str, list[Glue]] = {}
     for region in attribute_kernels(simplified, optimized) if regions is None else regions:
+        _add_reorders(glue, region, owner, nodes, boundary, sizes)
         op = _glue_owner(region, owner, simplified_nodes)
         if op is None:
             continue
@@ -120,11 +121,6 @@ def glue_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto, worklo
                         changed = True
             if any(_at_edge(nodes[name], producers, readers, boundary) for name in chosen):
                 continue  # a GEMM point has the glue at the graph's edge too (an image conv's input)
-            for name in names:  # the NCHWc reorders into the conv, but from the graph's input (a point's image conv has it)
-                node = nodes[name]
-                if node.domain == NCHWC_DOMAIN and GLUE_PREFIX + node.op_type in REORDER_KINDS and node.input[0] not in boundary:
-                    elements = sizes.get(node.input[0], op.n_in)
-                    glue.setdefault(op.name, []).append(Glue(name, GLUE_PREFIX + node.op_type, float(max(elements, 1)) * fraction[name]))
         downstream = _downstream([n for n in names if n not in chosen and nodes[n].op_type not in _QDQ | {"Transpose"}], nodes, readers)
         for name in sorted(chosen):
             node = nodes[name]
@@ -164,6 +160,22 @@ def _elements(node: onnx.NodeProto, nodes: Mapping[str, onnx.NodeProto], produce
         frontier += [p for p in [producers.get(current.input[0])] if p is not None]
         frontier += [r for out in current.output for r in readers.get(out, ())]
     return None
+
+
+def _add_reorders(glue: dict[str, list[Glue]], region: Region, owner: Mapping[str, Operator],
+                  nodes: Mapping[str, onnx.NodeProto], boundary: set[str], sizes: Mapping[str, int]) -> None:
+    """The NCHWc reorders into the region's one GEMM operator (with an Add onnxruntime fused into its conv, the
+    region is both's), but from the graph's input: a point's image conv has that one too."""
+    gemms = {owner[node].name: owner[node] for node in region.nodes if node in owner and owner[node].m is not None}
+    if len(gemms) != 1:
+        return
+    (op,) = gemms.values()
+    for name, fraction in region.kernels:
+        node = nodes.get(name)
+        if node is not None and node.domain == NCHWC_DOMAIN and GLUE_PREFIX + node.op_type in REORDER_KINDS \
+                and node.input[0] not in boundary:
+            elements = sizes.get(node.input[0], op.n_in)
+            glue.setdefault(op.name, []).append(Glue(name, GLUE_PREFIX + node.op_type, float(max(elements, 1)) * fraction))
 
 
 def _glue_owner(region: Region, owner: Mapping[str, Operator], nodes: Mapping[str, onnx.NodeProto]) -> Operator | None:

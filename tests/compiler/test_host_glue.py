@@ -177,21 +177,36 @@ def test_the_predictor_adds_an_element_operators_glue_to_a_calibration_without_i
     assert latencies[reshape] == (2930.0 if points == 2 else 1700.0)
 
 
-def _squeeze_excitation() -> onnx.ModelProto:
+def _squeeze_excitation(residual: bool = False) -> onnx.ModelProto:
     """x (8 x 10 x 10) -> conv1 (16) -> GlobalAveragePool -> fc (1x1, 16) -> Sigmoid -> Mul(conv1, scale) -> conv2 (8):
-    the scaling Mul runs in plain NCHW between blocked convs, as in EfficientNet's blocks."""
+    the scaling Mul runs in plain NCHW between blocked convs, as in EfficientNet's blocks.  ``residual``: a conv0 (8)
+    first, and conv2's output added to conv0's (onnxruntime fuses the Add into conv2's kernel, as in EfficientNet's
+    repeated blocks)."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
-             for name, shape in (("w1", (16, 8, 1, 1)), ("wf", (16, 16, 1, 1)), ("w2", (8, 16, 1, 1)))]
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="conv1"),
+             for name, shape in (("w0", (8, 8, 1, 1)), ("w1", (16, 8, 1, 1)), ("wf", (16, 16, 1, 1)), ("w2", (8, 16, 1, 1)))]
+    first = "r" if residual else "x"
+    nodes = [*([helper.make_node("Conv", ["x", "w0"], ["r"], name="conv0")] if residual else []),
+             helper.make_node("Conv", [first, "w1"], ["a"], name="conv1"),
              helper.make_node("GlobalAveragePool", ["a"], ["p"], name="pool"),
              helper.make_node("Conv", ["p", "wf"], ["f"], name="fc"),
              helper.make_node("Sigmoid", ["f"], ["g"], name="gate"),
              helper.make_node("Mul", ["a", "g"], ["m"], name="scale"),
-             helper.make_node("Conv", ["m", "w2"], ["y"], name="conv2")]
+             helper.make_node("Conv", ["m", "w2"], ["c" if residual else "y"], name="conv2"),
+             *([helper.make_node("Add", ["c", "r"], ["y"], name="add")] if residual else [])]
     graph = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 10, 10])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits if residual else inits[1:])
     return onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@nchwc
+def test_a_conv_with_a_fused_add_pays_its_reorder_too(tmp_path: Path) -> None:
+    """With the residual Add in conv2's kernel, the region holding the reorder is conv2's and the Add's: still conv2's."""
+    loaded = _loaded(_squeeze_excitation(residual=True), tmp_path)
+    glue = layout_glue(loaded.model, loaded.workload)
+    assert {op: [g for g in kernels if g[0] in REORDER_KINDS] for op, kernels in glue.items()} == {
+        "conv2": [("glue:ReorderInput", 1600.0)]}
 
 
 @nchwc
