@@ -275,6 +275,7 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
     for op in ELEMENT_OPS:
         per_kind[op] = _element_points(op, rng)
     per_kind["MatMul"] = _matmul_points()
+    own_order = {"SiLU": np.random.default_rng(seed + 8)}  # kinds shuffled by their own stream: the others' order stays
     chain_rng = np.random.default_rng(seed + 3)  # (own stream: the other kinds' points stay as they were)
     for op in CHAIN_KINDS:  # float only (:mod:`.host_chains`)
         per_kind[op] = _element_points(op, chain_rng)
@@ -287,7 +288,6 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
         per_kind[op] = _element_points(op, export_rng)
     per_kind["squeeze"] = _squeeze_points()  # (a queue of Conv points of its own, last: the others' order stays)
     per_kind["ConvTranspose"] = _transposed_points(np.random.default_rng(seed + 6))  # (its own stream, after them)
-    own_order: dict[str, np.random.Generator] = {}  # kinds shuffled by their own stream: the others' order stays
     if onnxruntime_runs_nchwc():  # the float NCHWc layout's glue (host_glue), float or int8
         own_order.update((kind, np.random.default_rng(seed + 7)) for kind in REORDER_KINDS)
         for kind in REORDER_KINDS:

@@ -280,6 +280,8 @@ def _element_nodes(kind: str, variant: int, c: int, h: int, const: Callable[[str
         return [make("Div", [x, const("sqrt2", np.float32(math.sqrt(2.0)))], ["gelu_d"]), make("Erf", ["gelu_d"], ["gelu_e"]),
                 make("Add", ["gelu_e", const("one", np.float32(1.0))], ["gelu_a"]), make("Mul", [x, "gelu_a"], ["gelu_m"]),
                 make("Mul", ["gelu_m", const("half", np.float32(0.5))], ["y"])], ["y"]
+    if kind == "SiLU":  # x * Sigmoid(x), as PyTorch exports nn.SiLU: onnxruntime's one QuickGelu kernel
+        return [make("Sigmoid", [x], ["silu_s"]), make("Mul", [x, "silu_s"], ["y"])], ["y"]
     if kind == "SkipLayerNormalization":  # a residual Add read by a LayerNormalization alone: one fused kernel
         norm, outputs = _element_nodes("LayerNormalization", variant, c, h, const, "skip_s", w=w)
         return [make("Add", [x, second], ["skip_s"]), *norm], outputs

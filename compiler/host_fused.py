@@ -19,7 +19,7 @@ operator's, regions with a Transpose layout glue
   DequantizeLinear kernel each when the conv's int8 output is kept (YOLOv5n
   int8: 1.4 ns per output element, of which a standalone int8 Sigmoid point,
   a QLinearSigmoid, has none).
-* Float: SiLU's Sigmoid and Mul run as one QuickGelu kernel
+* Float: SiLU's Sigmoid and Mul run as one QuickGelu kernel, the ``SiLU`` kind
   (:func:`kernel_kind`).  An activation folded into the conv's kernel
   (FusedConv) leaves no kernel of its own, but MLAS still applies it in a pass
   over the output after each block, which costs about what the standalone
@@ -36,6 +36,7 @@ from collections.abc import Sequence
 
 import onnx
 
+from cimsplit.compiler.host_chains import KERNEL_KINDS
 from cimsplit.compiler.host_glue import GLUE_PREFIX
 from cimsplit.compiler.host_model import INT8_PREFIX, fused_activations
 from cimsplit.compiler.kernel_attribution import Region, attribute_kernels
@@ -56,11 +57,11 @@ as its function body (HardSigmoid, then Mul reading two tensors), folded it is o
 def kernel_kind(op_type: str) -> str:
     """The calibrated kind that predicts one kernel of a fused activation.
 
-    onnxruntime fuses a float SiLU (x * Sigmoid(x)) into com.microsoft's QuickGelu, one pass computing
-    x * sigmoid(x): a Sigmoid kernel's work.
+    onnxruntime fuses a float SiLU (x * Sigmoid(x)) into com.microsoft's QuickGelu, calibrated as its own pattern
+    (:data:`~cimsplit.compiler.host_chains.KERNEL_KINDS`).
     """
-    if op_type == "QuickGelu":
-        return "Sigmoid"
+    if op_type in KERNEL_KINDS:
+        return KERNEL_KINDS[op_type]
     if op_type in _QDQ:
         return GLUE_PREFIX + op_type
     if op_type.startswith("QLinear"):

@@ -11,13 +11,13 @@ predicted and from which calibration.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.host_chains import Chain, fused_chains
+from cimsplit.compiler.host_chains import Chain, calibrated, fused_chains
 from cimsplit.compiler.host_fused import activation_kernels
 from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX, REORDER_KINDS, Glue, glue_kernels
 from cimsplit.compiler.host_model import (
@@ -126,9 +126,11 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
     glue: dict[str, list[Glue]] = {}
     optimized = optimized_model(model, host_model.level, host_model.threads)
     regions = attribute_kernels(model, optimized)
-    fused = activation_kernels(model, optimized, workload, regions)
+    fused = {name: [(calibrated(kind, host_model.fits), features) for kind, features in ran]
+             for name, ran in activation_kernels(model, optimized, workload, regions).items()}
     variants = op_variants(model, optimized)
-    chains = [chain for chain in fused_chains(model, optimized, workload, regions) if chain.kind in host_model.fits]
+    chains = [replace(chain, kind=calibrated(chain.kind, host_model.fits)) for chain in fused_chains(model, optimized, workload, regions)]
+    chains = [chain for chain in chains if chain.kind in host_model.fits]
     chained = {name for chain in chains for name in chain.operators}
     # calibrations from before a family of glue kinds predict without it
     known = {kind for family in (GLUE_KINDS, REORDER_KINDS) if all(k in host_model.fits for k in family) for kind in family}

@@ -45,7 +45,7 @@ from cimsplit.compiler.calibration_grid import (
 )
 from cimsplit.compiler.calibration_models import BLOCKED_KINDS, FLUSH_PREFIX, IMAGE_CHANNELS, MEASURED_NODE, build_point, flush_buffer
 from cimsplit.compiler.frontend import load
-from cimsplit.compiler.host_chains import CHAIN_KINDS
+from cimsplit.compiler.host_chains import CHAIN_KINDS, KERNEL_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS, REORDER_KINDS
 from cimsplit.compiler.host_model import (
     RUNS_IN_FLOAT,
@@ -77,12 +77,12 @@ def test_grid_is_deterministic() -> None:
     # int8 doubles the grid but for the float-only fused kind (the quantizer folds a Clip into the int8 range) and
     # chain kinds (host_chains), and on x86 adds each int8 kind's three kernel variants (an int8 input, output or
     # both kept int8).  On x86 it also adds 12 + 2 points (2 at LARGE) of each of the four layout-glue kinds
-    # (host_glue), and 14 of the float NCHWc reorder (in both grids).  Chain kinds have 12 points each and Gelu 2
-    # more at LARGE (SkipLayerNormalization works on rows).
+    # (host_glue), and 14 of the float NCHWc reorder (in both grids).  Chain kinds have 12 points each, Gelu and SiLU
+    # 2 more at LARGE (SkipLayerNormalization works on rows).
     glue = 4 * 14 if onnxruntime_converts_int8_pairs() else 0
     fused = sum(p.kind == FUSED_DEPTHWISE for p in grid())
     chains = sum(p.kind in CHAIN_KINDS for p in grid())
-    assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0 and chains == 12 * len(CHAIN_KINDS) + 2
+    assert fused == len([p for p in grid() if p.kind == "Conv-depthwise"]) > 0 and chains == 12 * len(CHAIN_KINDS) + 4
     exports = sum(p.kind in EXPORT_OPS and p.kind not in QUANTIZED_EXPORT_OPS for p in grid())  # (the quantizer leaves them float)
     in_float = sum(p.kind in RUNS_IN_FLOAT for p in grid())  # (onnxruntime has no int8 kernel: predicted in float)
     reorders = sum(p.kind in REORDER_KINDS for p in grid())  # (float NCHWc glue: in both grids alike)
@@ -397,7 +397,8 @@ def test_chain_points_run_as_one_fused_kernel_measured_whole(kind: str) -> None:
     """onnxruntime runs a chain point as its one fused kernel; its sample is the sum of its operators' times by its
     elements; an int8 grid has no int8 twin of it (between Q/DQ pairs nothing is fused)."""
     point = next(p for p in grid() if p.kind == kind)
-    assert [node.op_type for node in optimized_model(point_model(point)).graph.node] == [kind]
+    (kernel,) = [node.op_type for node in optimized_model(point_model(point)).graph.node]
+    assert KERNEL_KINDS[kernel] == kind  # (SiLU's is a QuickGelu)
     sample, _ = measure_point(point, threads=1, runs=1, warmup=0)
     assert (sample.kind, sample.features) == (kind, {"n_in": point.elements(), "n_out": point.elements()})
     assert sample.t_ns > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_fused import activation_kernels, kernel_kind
+from cimsplit.compiler.host_model import HostModel, KindFit
+from cimsplit.compiler.host_prediction import predict_latencies
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
 from cimsplit.models.quantize import quantize_qdq
@@ -40,7 +43,7 @@ def _conv_then(activation: str, quantized: bool = True) -> onnx.ModelProto:
 
 def test_kernel_kinds() -> None:
     assert [kernel_kind(t) for t in ("QuantizeLinear", "DequantizeLinear", "QLinearSigmoid", "Sigmoid", "QuickGelu")] == [
-        "glue:QuantizeLinear", "glue:DequantizeLinear", "int8:Sigmoid", "Sigmoid", "Sigmoid"]
+        "glue:QuantizeLinear", "glue:DequantizeLinear", "int8:Sigmoid", "Sigmoid", "SiLU"]
 
 
 @x86
@@ -72,7 +75,7 @@ def test_a_folded_relu_runs_nothing(tmp_path: Path) -> None:
 @pytest.mark.parametrize("activation, expected", [
     ("Relu", []),  # applied in the conv kernel's registers
     ("Clip", [("Clip", 1600.0, 1600.0)]),  # folded into the FusedConv, applied in a pass over its 16 x 10 x 10 outputs
-    ("SiLU", [("Sigmoid", 1600.0, 1600.0)]),  # onnxruntime's QuickGelu: x * sigmoid(x) in one pass
+    ("SiLU", [("SiLU", 1600.0, 1600.0)]),  # onnxruntime's QuickGelu: x * sigmoid(x) in one kernel
     ("HardSwish", [("HardSigmoid", 1600.0, 1600.0)]),  # folded: x * HardSigmoid(x) in one pass, not its function body
 ])
 def test_a_float_activation_costs_its_kernels_or_its_pass_over_the_output(tmp_path: Path, activation: str,
@@ -86,3 +89,22 @@ def test_a_float_activation_costs_its_kernels_or_its_pass_over_the_output(tmp_pa
     conv1 = next(op.name for op in loaded.workload.operators if "conv1" in op.nodes)
     assert {name: sorted((kind, f["n_in"], f["n_out"]) for kind, f in kinds) for name, kinds in found.items()} == {
         conv1: expected}
+
+
+def test_a_calibration_without_the_silu_kind_predicts_its_kernel_as_one_sigmoid_pass(tmp_path: Path) -> None:
+    """Conv (100 ns) then SiLU on 1600 elements: 10 + 0.5 ns per element as its own kind, 10 + 0.25 as a Sigmoid pass."""
+    onnx.save(_conv_then("SiLU", quantized=False), tmp_path / "m.onnx")
+    loaded = load(tmp_path / "m.onnx")
+
+    def fit(kind: str, form: str, coefficients: tuple) -> KindFit:
+        return KindFit(kind, form, coefficients, 10, 0.0, {}, {})
+
+    fits = {"Conv": fit("Conv", "relative-linear", (100.0, 0.0, 0.0, 0.0, 0.0)),
+            "Sigmoid": fit("Sigmoid", "relative-elements", (10.0, 0.0, 0.25))}
+    board = HostModel(ort_version="", cpu="", machine={"machine": platform.machine()}, threads=1, level="all", int8=False,
+                      fits=fits, campaign={"points": 3})
+    conv1 = next(op.name for op in loaded.workload.operators if "conv1" in op.nodes)
+    before, _ = predict_latencies(loaded.workload, loaded.model, board)
+    board = HostModel(**{**board.__dict__, "fits": {**fits, "SiLU": fit("SiLU", "relative-elements", (10.0, 0.0, 0.5))}})
+    after, _ = predict_latencies(loaded.workload, loaded.model, board)
+    assert (before[conv1], after[conv1]) == (100.0 + 10.0 + 0.25 * 1600, 100.0 + 10.0 + 0.5 * 1600)
