@@ -55,7 +55,7 @@ blocked convs, and reorders its output into the next conv's blocks; profiling ch
 (EfficientNet-B0's projection convs ran 10-20 % above their points without it).  The ReorderOutputs before such an op
 are not glue: charged to the convs before it as well, they took EfficientNet-B0's conv error 10.8 -> 15.4 % and
 MobileNetV3-Small's 12.3 -> 18.9 % (``bench/results/predictor_reorder_glue_tried_zen3.txt``), while the ReorderInput
-alone took them 10.6 -> 9.6 % and 10.4 -> 8.6 % (``predictor_error_zen3_s31_reorder.txt``)."""
+alone took them 10.8 -> 9.1 % and 10.4 -> 7.6 % on the same profiles (``predictor_error_zen3_s31_fused.txt``)."""
 NCHWC_DOMAIN = "com.microsoft.nchwc"
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 

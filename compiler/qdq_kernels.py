@@ -48,14 +48,18 @@ class QdqPair:
     zero_point: int
 
 
+def _x86(machine: str | None) -> bool:
+    return (machine or platform.machine()).lower() in _X86
+
+
 def onnxruntime_converts_int8_pairs(machine: str | None = None) -> bool:
     """True on x86 (``platform.machine()`` or ``machine``), where onnxruntime's default converts int8 pairs."""
-    return (machine or platform.machine()).lower() in _X86
+    return _x86(machine)
 
 
 def onnxruntime_runs_nchwc(machine: str | None = None) -> bool:
     """True on x86, where onnxruntime runs float convs in its blocked NCHWc layout (MLAS's AVX2 and AVX-512 kernels)."""
-    return (machine or platform.machine()).lower() in _X86
+    return _x86(machine)
 
 
 def _int8_scalar(name: str, initializers: dict[str, TensorProto]) -> int | None:
