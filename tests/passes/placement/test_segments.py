@@ -97,7 +97,7 @@ def test_a_loose_segment_is_solved_at_the_budget_every_allocation_leaves_it(budg
 
 
 @pytest.mark.parametrize("budget, expected", [(0, 165.0), (1, 125.0), (2, 95.0), (3, 67.0), (4, 49.0)])
-def test_two_blocks_optimum_by_hand(budget: int, expected: float):
+def test_two_blocks_optimum_by_hand(budget: int, expected: float, segment_fronts: str):
     """T = a 10 + span of block 1 + d 5 + span of block 2 + g 10.
 
     Block 1 (b, c: 40 ns on the host, 10 on the CIM): none on the CIM 80; one 40 (the host
@@ -162,7 +162,7 @@ def test_the_sample_splits_and_is_sometimes_inexact():
 
 
 @pytest.mark.parametrize("chunk", range(4))
-def test_segments_match_brute_force(chunk: int):
+def test_segments_match_brute_force(chunk: int, segment_fronts: str):
     for p in CHAINS[chunk * 55:(chunk + 1) * 55]:
         optimum = brute_force_optimum(p)
         run = solve_by_segments(p, time_limit_s=20.0, threads=1)
@@ -177,7 +177,7 @@ def test_segments_match_brute_force(chunk: int):
 
 
 @pytest.mark.parametrize("chunk", range(2))
-def test_segments_without_the_descent_match_brute_force(chunk: int):
+def test_segments_without_the_descent_match_brute_force(chunk: int, segment_fronts: str):
     # No segment descends (largest_descent=0): the fronts are the knapsack floors and the first
     # solves, refined by the lazy loop alone, as a detector's large tail is.
     for p in CHAINS[chunk * 110:(chunk + 1) * 110:4]:
@@ -201,7 +201,7 @@ def test_the_decomposition_runs_when_large_segments_hold_at_most_half_the_operat
 
 
 @pytest.mark.parametrize("chunk", range(4))
-def test_staged_without_the_whole_graph_slice_matches_brute_force(chunk: int):
+def test_staged_without_the_whole_graph_slice_matches_brute_force(chunk: int, segment_fronts: str):
     # Inexact splits included: the last stage (whole graph with the segments' bound) closes them.
     for p in CHAINS[chunk * 55:(chunk + 1) * 55]:
         optimum = brute_force_optimum(p)

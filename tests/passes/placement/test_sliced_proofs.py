@@ -25,6 +25,7 @@ from cimsplit.passes.placement.sliced_bound import (
 )
 from cimsplit.passes.placement.sliced_place import place_sliced, whole_step_options
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
+from cimsplit.passes.placement.solvers.cpsat import sliced_segments
 from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
     augmented_sliced,
     solve_sliced_by_segments,
@@ -167,7 +168,7 @@ def _check_decomposition(problem: PlacementProblem) -> tuple[bool, bool]:
 
 
 @pytest.mark.parametrize("half", range(2))
-def test_sliced_decomposition_agrees_with_brute_force(half: int):
+def test_sliced_decomposition_agrees_with_brute_force(half: int, segment_fronts: str):
     exact = several = 0
     for seed in range(50 * half, 50 * (half + 1)):
         e, s = _check_decomposition(random_chained_sliced_problem(random.Random(5000 + seed)))
@@ -175,7 +176,7 @@ def test_sliced_decomposition_agrees_with_brute_force(half: int):
     assert exact >= 40 and several >= 25  # mostly exact, mostly several segments
 
 
-def test_segment_solves_shared_across_budgets_keep_every_budgets_optimum():
+def test_segment_solves_shared_across_budgets_keep_every_budgets_optimum(solved_fronts: None):
     """One memo for a problem at its budget and every smaller one (a budget chain, largest first):
     each run still agrees with the brute force where the decomposition is exact, bounds it always,
     and a run again at a budget already solved asks CP-SAT nothing (every job answered)."""
@@ -201,15 +202,39 @@ def test_segment_solves_shared_across_budgets_keep_every_budgets_optimum():
     assert shared >= 20  # the smaller budgets found solves of the larger ones
 
 
+def test_small_segments_are_answered_from_their_enumerated_fronts(monkeypatch: pytest.MonkeyPatch):
+    """The random chains' segments are small: along a budget chain every solve is answered from the
+    segment's enumerated front (CP-SAT never runs), proven, and every budget gets the brute force's
+    optimum where the split is exact."""
+    def no_solve(*args, **kwargs):
+        raise AssertionError("CP-SAT ran on a small segment")
+
+    monkeypatch.setattr(sliced_segments, "solve_sliced", no_solve)
+    answered = 0
+    for seed in range(10):
+        top = random_chained_sliced_problem(random.Random(9000 + seed))
+        memo: dict = {}
+        for budget in sorted({top.budget, top.budget // 2, 1, 0}, reverse=True):
+            problem = replace(top, budget=budget)
+            run = solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1, memo=memo,
+                                           warm_start=simulate(problem, [True] * problem.n))
+            if split_sliced(problem).exact:
+                assert run.schedule.makespan_ns == pytest.approx(brute_force_sliced(problem), abs=1e-9), problem
+        solves = [s for solves in memo.values() for s in solves if s.seconds > 0]
+        assert all(s.finished and s.bound_ns == s.span_ns for s in solves)
+        answered += len(solves)
+    assert answered >= 20
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(4))
-def test_sliced_decomposition_agrees_with_brute_force_400(chunk: int):
+def test_sliced_decomposition_agrees_with_brute_force_400(chunk: int, segment_fronts: str):
     for seed in range(100 + 100 * chunk, 200 + 100 * chunk):
         _check_decomposition(random_chained_sliced_problem(random.Random(5000 + seed), blocks=3))
 
 
 @pytest.mark.parametrize("half", range(2))
-def test_placement_with_slicing_agrees_with_brute_force_and_its_status_with_its_gap(half: int):
+def test_placement_with_slicing_agrees_with_brute_force_and_its_status_with_its_gap(half: int, segment_fronts: str):
     for seed in range(30 * half, 30 * (half + 1)):
         problem = random_chained_sliced_problem(random.Random(7000 + seed))
         result = place(problem, SolveOptions(time_limit_s=20.0))

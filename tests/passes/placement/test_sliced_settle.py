@@ -18,6 +18,8 @@ from cimsplit.passes.placement.solvers.cpsat import sliced_segments
 from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced
 from cimsplit.passes.placement.solvers.cpsat.sliced_segments import _sliced_segment, split_sliced
 
+pytestmark = pytest.mark.usefixtures("solved_fronts")  # the solves' cutoffs and settling: none enumerated
+
 
 def test_settle_pins_every_small_front_to_its_optimum_from_the_cap_down_to_lowest(monkeypatch: pytest.MonkeyPatch):
     """After :meth:`settle`, each small segment's front has lower(b) = upper(b) = the brute-force optimum of

@@ -300,7 +300,7 @@ def _step(dec: _Decomposition, key: _Key, limit: int, seconds: float) -> tuple[_
         if first is None:
             return None
         out.append(first)
-    if not first.finished or first.used == 0 or front.lower(first.used - 1) > first.span_ns:
+    if not first.finished or first.used == 0 or front.lower(first.used - 1) > first.span_ns or dec.enumerated(key) is not None:
         return first, out  # not the shortest span (the lazy loop solves it again), or none as short uses fewer crossbars
     _, _, _, sub, index, warm = dec.prepare_from(key, limit, seconds, first)
     left = min(seconds, dec.deadline - time.perf_counter())

@@ -30,7 +30,8 @@ concatenation of optimal segment schedules is an optimal schedule.  Otherwise
 the DP value is still a lower bound, and the concatenation is re-timed with
 every edge by :func:`simulate` (an upper bound).
 
-F_i(b) is the shortest span with at most b crossbars on the CIM.  It is
+F_i(b) is the shortest span with at most b crossbars on the CIM.  A "solve" of a small segment
+reads it off the segment's enumerated front (:meth:`_Decomposition.enumerated`); else it is
 computed by CP-SAT, from solves per segment and bottleneck devices at
 the segment's full budget, at none and at the warm start's share; then (whole
 operators, segments of at most :data:`LARGEST_SEGMENT` operators) by the parametric
@@ -63,8 +64,9 @@ from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 from cimsplit.passes.placement.solvers.cpsat.fronts import _Front, _Key, _Solve, best_path, descend
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, solve_cpsat
+from cimsplit.passes.placement.solvers.exhaustive import MAX_CHOICES, FrontPoint, best_within, segment_front
 
-__all__ = ["LARGEST_SEGMENT", "Segments", "SegmentsRun", "chain_segments", "run_decomposition", "solve_by_segments",
+__all__ = ["LARGE_SEGMENT", "LARGEST_SEGMENT", "Segments", "SegmentsRun", "chain_segments", "run_decomposition", "solve_by_segments",
            "split_at_bottlenecks"]
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,14 @@ their knapsack floor and are solved lazily.  YOLOv5n's largest has 55, which CP-
 budgets in 0.1-0.3 s; a random detector-400's 130-operator tail takes 1-2 s per step of a front
 with a step at nearly every crossbar, so descending it starved the small segments (0.9 % gap at
 30 s, 0.29 % without)."""
+
+LARGE_SEGMENT = 16
+"""Segments of at least this many operators are *large*: in the sliced decomposition, the first time the
+lazy loop targets one, the others' fronts are settled (``settle``), and each of its solves seeks only what
+could shorten the incumbent (``cutoff_ns``).  A decomposition with one enumerates no segment."""
+ENUMERATED_CHOICES = MAX_CHOICES
+"""Segments with at most this many choices (ways to run each member) are enumerated instead of solved
+(:meth:`_Decomposition.enumerated`); 0: none are (the tests of the solves set it)."""
 
 
 @dataclass(frozen=True)
@@ -255,8 +265,6 @@ def run_decomposition(kind: type[_Decomposition], problem: PlacementProblem, seg
     return SegmentsRun(incumbent, bound, solves, time.perf_counter() - begin, seg, trace)
 
 
-
-
 class _Decomposition:
     """The fronts F_i of every segment and bottleneck devices, the solves that refine them, and the DP."""
 
@@ -277,6 +285,24 @@ class _Decomposition:
         self.incumbent_ns = math.inf
         """The best concatenated makespan so far (the lazy loop updates it between rounds)."""
 
+    def segment(self, key: _Key, limit: int) -> tuple[PlacementProblem, list[int]]:
+        """Segment problem of ``key`` at budget ``limit``, and its local -> augmented index map."""
+        return _segment_problem(self.seg, *key, limit)
+
+    def enumerated(self, key: _Key) -> list[FrontPoint] | None:
+        """The front of ``key``'s segment by enumeration (:func:`.exhaustive.segment_front`), if it is small
+        enough: every budget's optimum, exact; each point uses the fewest crossbars of any as short.
+
+        None in a decomposition with a large segment (:data:`LARGE_SEGMENT`), whose solves' cutoffs the
+        others' fronts set: CP-SAT's decisions there are chaotic, and exact fronts (bounds equal to spans,
+        not floored a few picoseconds below) made YOLOv5n int8's 500 and 1000 ns chains 9-25 s slower at
+        three seeds.  Elsewhere (ResNets, MobileNetV2) ResNet-50's 479 solves of a sweep (8 s) became
+        71 enumerations (1 s)."""
+        if self.seg.largest >= LARGE_SEGMENT:
+            return None
+        sub, _ = self.segment(key, 0)
+        return segment_front(sub, key[1], key[2], ENUMERATED_CHOICES)
+
     def prepare(self, key: _Key, limit: int, seconds: float):
         """A segment solve, warm-started from the best known solution that fits (built before any runs)."""
         return self.prepare_from(key, limit, seconds, self.fronts[key].upper(limit))
@@ -293,7 +319,11 @@ class _Decomposition:
         return key, limit, seconds, sub, index, warm
 
     def run(self, job) -> _Solve | None:
-        _, limit, seconds, sub, index, warm = job
+        key, limit, seconds, sub, index, warm = job
+        points = self.enumerated(key)
+        if points is not None:  # the optimum at ``limit``, exact (a proven solve, found in microseconds)
+            point = best_within(points, limit)
+            return self.record(sub, index, point.schedule, limit, point.schedule.makespan_ns, True, seconds)
         left = min(seconds, self.deadline - time.perf_counter())
         if left < 0.01:
             return None

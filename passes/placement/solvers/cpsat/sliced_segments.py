@@ -59,6 +59,7 @@ from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.fronts import dp_tables, rest_ns
 from cimsplit.passes.placement.solvers.cpsat.segments import (
+    LARGE_SEGMENT,
     Segments,
     SegmentsRun,
     _Decomposition,
@@ -70,6 +71,7 @@ from cimsplit.passes.placement.solvers.cpsat.segments import (
     run_decomposition,
 )
 from cimsplit.passes.placement.solvers.cpsat.sliced import SlicedOutcome, solve_sliced
+from cimsplit.passes.placement.solvers.exhaustive import best_within
 
 __all__ = ["SegmentMemo", "augmented_sliced", "solve_sliced_by_segments", "split_sliced"]
 
@@ -78,11 +80,6 @@ SegmentMemo = dict[tuple[PlacementProblem, tuple[int, ...]], list[_Solve]]
 of one budget chain (module docstring)."""
 
 _ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
-LARGE_SEGMENT = 16
-"""Segments of at least this many operators are *large*: the first time the lazy loop targets one, the
-fronts of all the others are settled (:meth:`_SlicedDecomposition.settle`), and each of its solves
-seeks only what could shorten the incumbent (:meth:`_SlicedDecomposition.cutoff_ns`).  Smaller ones are
-proven by CP-SAT in a fraction of a second."""
 
 
 def augmented_sliced(problem: PlacementProblem) -> PlacementProblem:
@@ -179,6 +176,9 @@ class _SlicedDecomposition(_Decomposition):
         on_host = [h0, *(known.on_host[v] if known else True for v in inner), h1]
         slicing = [WHOLE, *(known.slicing.get(v, WHOLE) if known else WHOLE for v in inner), WHOLE]
         return on_host, slicing
+
+    def segment(self, key: _Key, limit: int) -> tuple[PlacementProblem, list[int]]:
+        return _sliced_segment(self.seg, *key, limit)
 
     def prepare(self, key: _Key, limit: int, seconds: float):
         """A segment solve, warm-started from the best known solution that fits, else all on the host, with
@@ -313,6 +313,11 @@ class _SlicedDecomposition(_Decomposition):
 
     def run(self, job) -> _Solve | None:
         key, limit, seconds, sub, index, warm, lb, cutoff = job
+        points = self.enumerated(key)
+        if points is not None:  # the optimum at ``limit``, exact (:meth:`.segments._Decomposition.run`)
+            point = best_within(points, limit)
+            span = point.schedule.makespan_ns
+            return self._entry(sub, index, point.schedule, point.host_order, limit, span, seconds, True)
         left = self.deadline - time.perf_counter()
         if left < 0.01:
             return None
