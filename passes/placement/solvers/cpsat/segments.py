@@ -295,7 +295,7 @@ class _Decomposition:
 
         None in a decomposition with a large segment (:data:`LARGE_SEGMENT`), whose solves' cutoffs the
         others' fronts set: CP-SAT's decisions there are chaotic, and exact fronts (bounds equal to spans,
-        not floored a few picoseconds below) made YOLOv5n int8's 500 and 1000 ns chains 9-25 s slower at
+        not floored a few picoseconds below) made YOLOv5n int8's 500 and 1000 ns chains 7-26 s slower at
         three seeds.  Elsewhere (ResNets, MobileNetV2) ResNet-50's 479 solves of a sweep (8 s) became
         71 enumerations (1 s)."""
         if self.seg.largest >= LARGE_SEGMENT:
