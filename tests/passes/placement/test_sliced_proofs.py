@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -26,6 +27,7 @@ from cimsplit.passes.placement.sliced_bound import (
 from cimsplit.passes.placement.sliced_place import place_sliced, whole_step_options
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat import sliced_segments
+from cimsplit.passes.placement.solvers.cpsat.fronts import dp_tables
 from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
     augmented_sliced,
     solve_sliced_by_segments,
@@ -224,6 +226,48 @@ def test_small_segments_are_answered_from_their_enumerated_fronts(monkeypatch: p
         assert all(s.finished and s.bound_ns == s.span_ns for s in solves)
         answered += len(solves)
     assert answered >= 20
+
+
+def _scaled(problem: PlacementProblem, factor: float) -> PlacementProblem:
+    """Every time of ``problem`` times ``factor`` (a factor like 1000 / 3 makes float sums round)."""
+    def option(o: SliceOption) -> SliceOption:
+        return replace(o, t_host_ns=o.t_host_ns * factor, t_cim_ns=o.t_cim_ns * factor, t_join_ns=o.t_join_ns * factor,
+                       t_back_ns=o.t_back_ns * factor, t_graph_in_ns=o.t_graph_in_ns * factor,
+                       in_cim_ns=tuple((u, t * factor) for u, t in o.in_cim_ns),
+                       in_host_ns=tuple((u, t * factor) for u, t in o.in_host_ns))
+    return replace(problem, t_host_ns=tuple(t * factor for t in problem.t_host_ns),
+                   t_cim_ns=tuple(None if t is None else t * factor for t in problem.t_cim_ns),
+                   edges=tuple((u, v, t * factor) for u, v, t in problem.edges),
+                   t_in_ns=tuple(t * factor for t in problem.t_in_ns), t_out_ns=tuple(t * factor for t in problem.t_out_ns),
+                   slicings=tuple(tuple(option(o) for o in options) for options in problem.slicings))
+
+
+def test_a_large_segments_cutoff_admits_the_incumbents_own_segment_schedule():
+    """With every front exact (enumerated at every budget), the incumbent is the DP's best concatenation, and
+    at the crossbars it gives a segment, that segment's cutoff lies at or just above its span there (by
+    CUTOFF_SLACK of the incumbent): the incumbent's own segment schedule is in reach of the search.  Times
+    that round in float sums (without the slack, 28 of these 63 cutoffs fell a hair below the span)."""
+    checked = 0
+    for seed in range(30):
+        problem = _scaled(random_chained_sliced_problem(random.Random(9500 + seed), blocks=3), 1000.0 / 3.0 + 0.017)
+        seg = split_sliced(problem)
+        if not seg.exact:
+            continue
+        with ThreadPoolExecutor(1) as pool:
+            dec = sliced_segments._SlicedDecomposition(problem, seg, 1e-6, 0, None, time.perf_counter() + 20.0, pool)
+            dec.solve_all([dec.prepare(key, b, 1.0) for key in dec.keys for b in range(dec.caps[key[0]] + 1)])
+        _, path = dec.best(lower=False)
+        dec.incumbent_ns = dec.assemble(path).makespan_ns
+        tables = dp_tables(dec)
+        for i, (h0, spent) in enumerate(path):
+            if not seg.members[i]:
+                continue
+            key = (i, h0, dec._exit_host(path, i))
+            span = dec.fronts[key].upper(spent).span_ns
+            cutoff = dec.cutoff_ns(key, spent, tables)
+            assert span <= cutoff <= span + 2 * sliced_segments.CUTOFF_SLACK * dec.incumbent_ns, (problem, key)
+            checked += 1
+    assert checked >= 60
 
 
 @pytest.mark.slow

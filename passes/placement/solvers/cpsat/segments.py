@@ -66,7 +66,7 @@ from cimsplit.passes.placement.solvers.cpsat.fronts import _Front, _Key, _Solve,
 from cimsplit.passes.placement.solvers.cpsat.solve import CpSatOptions, solve_cpsat
 from cimsplit.passes.placement.solvers.exhaustive import MAX_CHOICES, FrontPoint, best_within, segment_front
 
-__all__ = ["LARGE_SEGMENT", "LARGEST_SEGMENT", "Segments", "SegmentsRun", "chain_segments", "run_decomposition", "solve_by_segments",
+__all__ = ["LARGEST_SEGMENT", "Segments", "SegmentsRun", "chain_segments", "run_decomposition", "solve_by_segments",
            "split_at_bottlenecks"]
 
 log = logging.getLogger(__name__)
@@ -78,10 +78,6 @@ budgets in 0.1-0.3 s; a random detector-400's 130-operator tail takes 1-2 s per 
 with a step at nearly every crossbar, so descending it starved the small segments (0.9 % gap at
 30 s, 0.29 % without)."""
 
-LARGE_SEGMENT = 16
-"""Segments of at least this many operators are *large*: in the sliced decomposition, the first time the
-lazy loop targets one, the others' fronts are settled (``settle``), and each of its solves seeks only what
-could shorten the incumbent (``cutoff_ns``).  A decomposition with one enumerates no segment."""
 ENUMERATED_CHOICES = MAX_CHOICES
 """Segments with at most this many choices (ways to run each member) are enumerated instead of solved
 (:meth:`_Decomposition.enumerated`); 0: none are (the tests of the solves set it)."""
@@ -291,15 +287,7 @@ class _Decomposition:
 
     def enumerated(self, key: _Key) -> list[FrontPoint] | None:
         """The front of ``key``'s segment by enumeration (:func:`.exhaustive.segment_front`), if it is small
-        enough: every budget's optimum, exact; each point uses the fewest crossbars of any as short.
-
-        None in a decomposition with a large segment (:data:`LARGE_SEGMENT`), whose solves' cutoffs the
-        others' fronts set: CP-SAT's decisions there are chaotic, and exact fronts (bounds equal to spans,
-        not floored a few picoseconds below) made YOLOv5n int8's 500 and 1000 ns chains 7-26 s slower at
-        three seeds.  Elsewhere (ResNets, MobileNetV2) ResNet-50's 479 solves of a sweep (8 s) became
-        71 enumerations (1 s)."""
-        if self.seg.largest >= LARGE_SEGMENT:
-            return None
+        enough: every budget's optimum, exact; each point uses the fewest crossbars of any as short."""
         sub, _ = self.segment(key, 0)
         return segment_front(sub, key[1], key[2], ENUMERATED_CHOICES)
 

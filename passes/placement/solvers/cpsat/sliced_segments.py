@@ -1,27 +1,23 @@
 """The bottleneck decomposition of :mod:`.segments` for problems with slicing options (TSO).
 
 Bottlenecks are taken only among operators *without* slicing options that fit the budget (ResNet's
-Add/Relu block outputs, MobileNetV2's residual Adds, the virtual ``<start>`` and
-``<end>``); each segment between two of them is a small sliced problem solved
-by the sliced CP-SAT model (:func:`.sliced.solve_sliced`), and the lazy DP of
-:mod:`.segments` combines them.  Why the argument of :mod:`.segments` carries over:
+Add/Relu block outputs, MobileNetV2's residual Adds, the virtual ``<start>`` and ``<end>``); each segment
+between two of them is a small sliced problem solved by the sliced CP-SAT model (:func:`.sliced.solve_sliced`)
+or, when small enough, read off its enumerated front, and the lazy DP of :mod:`.segments` combines them.
+Why the argument of :mod:`.segments` carries over:
 
-- A bottleneck b has one device (host or CIM, whole), so its duration and its
-  crossbars are those of the whole-operator case, and it is comparable to every
-  other operator.
-- Every part of a sliced operator w (its CIM part, host part and join) starts
-  after all of w's inputs are there and ends by its join (:mod:`..slicing`'s
-  expansion links every predecessor to both parts, both parts to the join).  So
-  every part of an ancestor of b ends before b starts and every part of a
-  descendant starts after b ends: the host work of segment i, parts included,
-  runs in [f_b_i, s_b_i+1], and restricted to one segment every sliced schedule
-  is a feasible sliced schedule of the segment problem.  The DP's value over
-  the segments' optima F_i is a lower bound, as before.
-- Equality (``Segments.exact``): every skip edge u -> v must fit in the
-  durations of the bottlenecks it jumps over, for the longest time it can
-  carry: its transfer, or, when v has slicing options, the largest of what a
-  part of v reads over it (``in_cim`` / ``in_host``).  Then the concatenation of
-  optimal segment schedules, re-timed on the expansion, is optimal.
+- A bottleneck b has one device (host or CIM, whole), so its duration and its crossbars are those of the
+  whole-operator case, and it is comparable to every other operator.
+- Every part of a sliced operator w (its CIM part, host part and join) starts after all of w's inputs are
+  there and ends by its join (:mod:`..slicing`'s expansion links every predecessor to both parts, both parts
+  to the join).  So every part of an ancestor of b ends before b starts and every part of a descendant
+  starts after b ends: the host work of segment i, parts included, runs in [f_b_i, s_b_i+1], and restricted
+  to one segment every sliced schedule is a feasible sliced schedule of the segment problem.  The DP's
+  value over the segments' optima F_i is a lower bound, as before.
+- Equality (``Segments.exact``): every skip edge u -> v must fit in the durations of the bottlenecks it
+  jumps over, for the longest time it can carry: its transfer, or, when v has slicing options, the largest
+  of what a part of v reads over it (``in_cim`` / ``in_host``).  Then the concatenation of optimal segment
+  schedules, re-timed on the expansion, is optimal.
 
 Solves shared across budgets (``memo``).  A segment problem depends on the crossbar budget only
 through its own budget field: its members, bottleneck devices, times, transfers and slicing options
@@ -37,11 +33,10 @@ Before any solve each front holds the warm start cut into its segments (an upper
 first hints) and the floor of the segment's cheap bounds at every budget (a lower bound the deadline
 cannot take away); :meth:`_SlicedDecomposition.enter_warm_start` and ``enter_cheap_bounds`` argue both.
 
-The augmented problem (:func:`augmented_sliced`) moves a sliced operator's
-graph-input read ``t_graph_in`` onto the edge from ``<start>`` (its CIM part pays it,
-its host part reads from the host and pays nothing) and needs nothing for outputs:
-a sliced operator's output is on the host (its join), so the edge to ``<end>``
-charges its ``t_out`` only when v is whole on the CIM, as before.
+The augmented problem (:func:`augmented_sliced`) moves a sliced operator's graph-input read ``t_graph_in``
+onto the edge from ``<start>`` (its CIM part pays it, its host part reads from the host and pays nothing)
+and needs nothing for outputs: a sliced operator's output is on the host (its join), so the edge to
+``<end>`` charges its ``t_out`` only when v is whole on the CIM, as before.
 """
 
 from __future__ import annotations
@@ -59,7 +54,6 @@ from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.fronts import dp_tables, rest_ns
 from cimsplit.passes.placement.solvers.cpsat.segments import (
-    LARGE_SEGMENT,
     Segments,
     SegmentsRun,
     _Decomposition,
@@ -80,6 +74,15 @@ SegmentMemo = dict[tuple[PlacementProblem, tuple[int, ...]], list[_Solve]]
 of one budget chain (module docstring)."""
 
 _ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
+LARGE_SEGMENT = 16
+"""Segments of at least this many operators are *large*: the first time the lazy loop targets one, the
+fronts of all the others are settled (:meth:`_SlicedDecomposition.settle`), and each of its solves
+seeks only what could shorten the incumbent (:meth:`_SlicedDecomposition.cutoff_ns`)."""
+CUTOFF_SLACK = 1e-9
+"""A large segment's cutoff lies this much of the incumbent above incumbent - R, to admit the incumbent's own
+segment schedule, whose span it is exactly when R is exact (enumerated fronts).  Left to float rounding, the
+decisions often started from a hint just outside: YOLOv5n int8's 500 and 1000 ns chains took 78-108 s at three
+seeds instead of 57-91 s."""
 
 
 def augmented_sliced(problem: PlacementProblem) -> PlacementProblem:
@@ -194,9 +197,9 @@ class _SlicedDecomposition(_Decomposition):
         None where nothing fits.  The solve seeks only spans up to it; a model proven infeasible proves
         F_i(b) > cutoff for b <= limit, all the DP needs there, far sooner than the optimum (YOLOv5n
         int8, 50 crossbars / 1000 ns: its head at 8, 13, 14, 16, 19 crossbars in 0.2-0.4 s).  Whatever
-        the cutoff, a solve records proven facts about F_i: bounds stay bounds."""
+        the cutoff (raised by :data:`CUTOFF_SLACK`), a solve records proven facts about F_i: bounds stay bounds."""
         rest = float(rest_ns(self, key, tables)[min(limit, self.caps[key[0]])])
-        return self.incumbent_ns - rest if math.isfinite(rest) else None
+        return self.incumbent_ns * (1.0 + CUTOFF_SLACK) - rest if math.isfinite(rest) else None
 
     def _timed(self, sub: PlacementProblem, index: list[int], known: _Solve | None, h0: bool, h1: bool) -> Schedule:
         """``known``'s modes and host order (all whole on the host if ``None``) re-timed on the segment."""
@@ -313,11 +316,9 @@ class _SlicedDecomposition(_Decomposition):
 
     def run(self, job) -> _Solve | None:
         key, limit, seconds, sub, index, warm, lb, cutoff = job
-        points = self.enumerated(key)
-        if points is not None:  # the optimum at ``limit``, exact (:meth:`.segments._Decomposition.run`)
+        if (points := self.enumerated(key)) is not None:  # exact, as in :meth:`.segments._Decomposition.run`
             point = best_within(points, limit)
-            span = point.schedule.makespan_ns
-            return self._entry(sub, index, point.schedule, point.host_order, limit, span, seconds, True)
+            return self._entry(sub, index, point.schedule, point.host_order, limit, point.schedule.makespan_ns, seconds, True)
         left = self.deadline - time.perf_counter()
         if left < 0.01:
             return None
