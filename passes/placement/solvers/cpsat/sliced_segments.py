@@ -80,9 +80,9 @@ fronts of all the others are settled (:meth:`_SlicedDecomposition.settle`), and 
 seeks only what could shorten the incumbent (:meth:`_SlicedDecomposition.cutoff_ns`)."""
 CUTOFF_SLACK = 1e-9
 """A large segment's cutoff lies this much of the incumbent above incumbent - R, to admit the incumbent's own
-segment schedule, whose span it is exactly when R is exact (enumerated fronts).  Left to float rounding, the
-decisions often started from a hint just outside: YOLOv5n int8's 500 and 1000 ns chains took 78-108 s at three
-seeds instead of 57-91 s."""
+segment schedule, whose span it is exactly when R is exact (enumerated fronts).  That solve then minimizes from
+it (:func:`.sliced.solve_sliced` decides only below its warm start); left to float rounding, it often decided
+just below it instead, and YOLOv5n int8's 500 and 1000 ns chains took 78-108 s at three seeds, not 57-91 s."""
 
 
 def augmented_sliced(problem: PlacementProblem) -> PlacementProblem:
