@@ -183,8 +183,13 @@ def _crossbars(problem: PlacementProblem, choice: tuple[tuple[bool, int], ...]) 
 
 def _host_work(problem: PlacementProblem, choice: tuple[tuple[bool, int], ...]) -> float:
     """Host time of a choice: a lower bound of its span (host operators run one at a time)."""
-    return sum(problem.t_host_ns[v] if k == WHOLE and h else 0.0 if k == WHOLE else
-               problem.slicings[v][k].t_host_ns + problem.slicings[v][k].t_join_ns for v, (h, k) in enumerate(choice))
+    total = 0.0
+    for v, (on_host, k) in enumerate(choice):
+        if k != WHOLE:
+            total += problem.slicings[v][k].t_host_ns + problem.slicings[v][k].t_join_ns
+        elif on_host:
+            total += problem.t_host_ns[v]
+    return total
 
 
 def crossbar_front(problem: PlacementProblem, fixed: Mapping[int, bool] | None = None,
