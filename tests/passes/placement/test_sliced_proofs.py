@@ -178,10 +178,17 @@ def test_sliced_decomposition_agrees_with_brute_force(half: int, segment_fronts:
     assert exact >= 40 and several >= 25  # mostly exact, mostly several segments
 
 
-def test_segment_solves_shared_across_budgets_keep_every_budgets_optimum(solved_fronts: None):
+def test_segment_solves_shared_across_budgets_keep_every_budgets_optimum(segment_fronts: str,
+                                                                         monkeypatch: pytest.MonkeyPatch):
     """One memo for a problem at its budget and every smaller one (a budget chain, largest first):
     each run still agrees with the brute force where the decomposition is exact, bounds it always,
-    and a run again at a budget already solved asks CP-SAT nothing (every job answered)."""
+    and a run again at a budget already solved asks for nothing (every job answered).  Enumerated
+    (these segments are all small), CP-SAT never runs and every answer is proven and exact."""
+    if segment_fronts == "enumerated":
+        def no_solve(*args, **kwargs):
+            raise AssertionError("CP-SAT ran on a small segment")
+
+        monkeypatch.setattr(sliced_segments, "solve_sliced", no_solve)
     shared = 0
     for seed in range(20):
         top = random_chained_sliced_problem(random.Random(9000 + seed))
@@ -196,36 +203,14 @@ def test_segment_solves_shared_across_budgets_keep_every_budgets_optimum(solved_
             assert run.bound_ns <= optimum + 1e-9, problem
             if split_sliced(problem).exact:
                 assert run.schedule.makespan_ns == pytest.approx(optimum, abs=1e-9), problem
-        solves = sum(1 for solves in memo.values() for s in solves if s.seconds > 0)
+        solves = [s for solves in memo.values() for s in solves if s.seconds > 0]
         again = solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1, memo=memo,
                                          warm_start=simulate(problem, [True] * problem.n))
-        assert sum(1 for solves in memo.values() for s in solves if s.seconds > 0) == solves
+        assert sum(1 for solves in memo.values() for s in solves if s.seconds > 0) == len(solves)
         assert again.bound_ns == run.bound_ns and again.schedule.makespan_ns == run.schedule.makespan_ns
+        if segment_fronts == "enumerated":
+            assert all(s.finished and s.bound_ns == s.span_ns for s in solves)
     assert shared >= 20  # the smaller budgets found solves of the larger ones
-
-
-def test_small_segments_are_answered_from_their_enumerated_fronts(monkeypatch: pytest.MonkeyPatch):
-    """The random chains' segments are small: along a budget chain every solve is answered from the
-    segment's enumerated front (CP-SAT never runs), proven, and every budget gets the brute force's
-    optimum where the split is exact."""
-    def no_solve(*args, **kwargs):
-        raise AssertionError("CP-SAT ran on a small segment")
-
-    monkeypatch.setattr(sliced_segments, "solve_sliced", no_solve)
-    answered = 0
-    for seed in range(10):
-        top = random_chained_sliced_problem(random.Random(9000 + seed))
-        memo: dict = {}
-        for budget in sorted({top.budget, top.budget // 2, 1, 0}, reverse=True):
-            problem = replace(top, budget=budget)
-            run = solve_sliced_by_segments(problem, time_limit_s=20.0, threads=1, memo=memo,
-                                           warm_start=simulate(problem, [True] * problem.n))
-            if split_sliced(problem).exact:
-                assert run.schedule.makespan_ns == pytest.approx(brute_force_sliced(problem), abs=1e-9), problem
-        solves = [s for solves in memo.values() for s in solves if s.seconds > 0]
-        assert all(s.finished and s.bound_ns == s.span_ns for s in solves)
-        answered += len(solves)
-    assert answered >= 20
 
 
 def _scaled(problem: PlacementProblem, factor: float) -> PlacementProblem:
