@@ -59,7 +59,9 @@ class FrontPoint:
 
 
 class _Parts:
-    """The expansion of one choice as flat lists (the operators in :func:`expand`'s order)."""
+    """The expansion of one choice as flat lists (the operators in :func:`expand`'s order), timed incrementally
+    along each partial host order; ``expand`` + ``simulate`` per order cost about 150 us, a step here 5-15 us.
+    The front's schedules are re-timed by those two (:func:`crossbar_front`)."""
 
     def __init__(self, problem: PlacementProblem, choice: tuple[tuple[bool, int], ...]) -> None:
         self.duration: list[float] = []
