@@ -24,8 +24,10 @@ real images would calibrate nothing better. All temporary files live in a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +78,32 @@ class SeededImageReader(CalibrationDataReader):
         return {name: self._rng.standard_normal(shape).astype(np.float32) for name, shape in self.shapes.items()}
 
 
+class _AxisFallbackToDebug(logging.Filter):
+    """Moves the quantizer's "Axis 1 is out-of-range for weight 'gamma' with rank 1" to cimsplit's debug log.
+
+    The quantizer says it (through the root logger) for every rank-1 weight it is asked to
+    quantize per channel, a LayerNormalization's or a lone BatchNormalization's scale, and
+    quantizes that weight per tensor, as intended; its other warnings (a bias beyond int32) stay.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "is out-of-range for weight" not in record.getMessage():
+            return True
+        log.debug("onnxruntime quantizer: %s (quantized per tensor)", record.getMessage())
+        return False
+
+
+@contextlib.contextmanager
+def _quantizer_log() -> Iterator[None]:
+    root = logging.getLogger()
+    quiet = _AxisFallbackToDebug()
+    root.addFilter(quiet)
+    try:
+        yield
+    finally:
+        root.removeFilter(quiet)
+
+
 def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATION_SAMPLES,
                  activations: str = "int8", per_channel: bool = True, reduce_range: bool = False) -> onnx.ModelProto:
     """Return the int8 QDQ version of a float ``model`` (see the module docstring).
@@ -99,20 +127,21 @@ def quantize_qdq(model: onnx.ModelProto, seed: int = 0, samples: int = CALIBRATI
         # it gives up it dumps sym_shape_infer_temp.onnx into the current folder.
         quant_pre_process(str(float_path), str(prep_path), skip_symbolic_shape=True)
         log.debug("quantize_static %s with %d calibration samples", model.graph.name, samples)
-        quantize_static(
-            str(prep_path),
-            str(int8_path),
-            SeededImageReader(shapes, samples, seed),
-            quant_format=QuantFormat.QDQ,
-            per_channel=per_channel,
-            reduce_range=reduce_range,
-            weight_type=QuantType.QInt8,
-            activation_type=ACTIVATION_TYPES[activations],
-            # Keep Relu/Clip before a QuantizeLinear (by default the quantizer folds them
-            # into the quantized range): the int8 workload then has the same operators as
-            # the float one, each activation fused into its producer by the front end.
-            extra_options={"QDQKeepRemovableActivations": True},
-        )
+        with _quantizer_log():
+            quantize_static(
+                str(prep_path),
+                str(int8_path),
+                SeededImageReader(shapes, samples, seed),
+                quant_format=QuantFormat.QDQ,
+                per_channel=per_channel,
+                reduce_range=reduce_range,
+                weight_type=QuantType.QInt8,
+                activation_type=ACTIVATION_TYPES[activations],
+                # Keep Relu/Clip before a QuantizeLinear (by default the quantizer folds them
+                # into the quantized range): the int8 workload then has the same operators as
+                # the float one, each activation fused into its producer by the front end.
+                extra_options={"QDQKeepRemovableActivations": True},
+            )
         quantized = onnx.load(str(int8_path))
     quantized.ir_version = IR_VERSION
     quantized.producer_name = model.producer_name

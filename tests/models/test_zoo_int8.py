@@ -84,3 +84,24 @@ def test_u8s8_per_tensor_configuration() -> None:
     assert inits[weight_dq.input[0]].data_type == onnx.TensorProto.INT8
     assert list(inits[weight_dq.input[1]].dims) == []  # one scale for the whole tensor
     assert "U8S8 per-tensor" in model.doc_string
+
+
+def test_the_quantizers_per_tensor_fallback_for_a_rank_one_weight_is_a_debug_line(caplog: pytest.LogCaptureFixture) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    from cimsplit.models.quantize import quantize_qdq
+
+    gamma = numpy_helper.from_array(np.linspace(0.5, 1.5, 8, dtype=np.float32), "gamma")
+    beta = numpy_helper.from_array(np.zeros(8, np.float32), "beta")
+    graph = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["y"], axis=-1)], "ln",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])], [gamma, beta])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with caplog.at_level("DEBUG"):
+        quantized = quantize_qdq(model)
+    fallbacks = [r for r in caplog.records if "out-of-range for weight 'gamma'" in r.getMessage()]
+    assert [(r.name, r.levelname) for r in fallbacks] == [("cimsplit.models.quantize", "DEBUG")]
+    inits = {t.name: t for t in quantized.graph.initializer}
+    gamma_dq = next(n for n in quantized.graph.node if n.op_type == "DequantizeLinear" and "gamma" in n.input[0])
+    assert list(inits[gamma_dq.input[1]].dims) == []  # quantized per tensor, as the quantizer says
