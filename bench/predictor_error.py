@@ -18,6 +18,7 @@ profiles (separate sessions); no assertion on the figures.
     .venv/bin/python bench/predictor_error.py --host-model board.json [other.json ...] [--runs 10] [--rounds 3] \\
         [--time-limit 20] [--onnx FILE@x=1,3,48,320 ...] [-o bench/results/predictor_error.txt]
 
+``-o`` saves the table and, beside it, a .json with every operator's profiled and predicted time.
 ``--onnx``: exported models as well (PaddleOCR's from ``bench/pypi_exports.py``'s cache), evaluated as they are.
 
 Several calibrations are compared against the same profiles (the truth drifts between runs on a shared VM).
@@ -102,13 +103,15 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
         predicted = predicted_profile(loaded, host_model, allow_unpredicted=file is not None, measured=profile)
         guess = operator_latencies(loaded.workload, predicted)
         kernels = int8_kernels(loaded.model.graph, host_model.machine.get("machine"))
-        errors, conv_errors, by_kind = [], [], {}
+        errors, conv_errors, by_kind, per_op = [], [], {}, []
         for op in loaded.workload.operators:
             if truth[op.name] <= 0 or op.name in predicted.unpredicted:
                 continue  # ORT ran no kernel for it (folded or fused away), or not predicted: no percentage to take
             error = abs(guess[op.name] - truth[op.name]) / truth[op.name]
             errors.append(error)
             kind = operator_kind(op, types, kernels.get(op.name, ""))
+            per_op.append({"name": op.name, "kind": kind, "profiled_ns": truth[op.name], "predicted_ns": guess[op.name],
+                           "gemm": [op.m, op.n, op.n_mvm] if op.m is not None else None})
             by_kind.setdefault(kind, [0.0, 0.0])
             by_kind[kind][0] += truth[op.name]
             by_kind[kind][1] += guess[op.name]
@@ -131,6 +134,7 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
             "unpredicted": sorted({operator_kind(op, types, kernels.get(op.name, "")) for op in loaded.workload.operators
                                    if op.name in predicted.unpredicted}),
             "by_kind": {k: {"profiled_ns": v[0], "predicted_ns": v[1]} for k, v in sorted(by_kind.items())},
+            "per_operator": per_op,
         })
     return results
 
