@@ -222,6 +222,25 @@ def test_kind_fit_dict_round_trip() -> None:
     assert GridPoint("Relu", (("c", 16), ("h", 10))).get("h") == 10
 
 
+def test_a_regime_the_samples_never_leave_gets_no_coefficient_of_its_own() -> None:
+    # The grid's Gemm points all have channel counts off the 16-channel block, so on them that indicator is the
+    # intercept.  Timings from a power law (exactly log-cubic): a Gemm on whole blocks, as ResNet's 1000 x 512, must
+    # get the power law too, not the intercept's share the indicator took (3 us predicted for 140 on one board).
+    features = []
+    for point in [p for p in grid() if p.kind == "Gemm"]:
+        m, n, b = gemm_descriptors(point)
+        features.append({"m": m, "n": n, "n_mvm": b, "k": 1.0, "n_in": n * b, "n_out": m * b})
+    assert all(conv_regimes(f)[3:] == [1.0, 1.0] for f in features)
+
+    def cost(f: dict[str, float]) -> float:
+        return 30.0 * f["m"] ** 0.9 * f["n"] ** 0.8 * f["n_mvm"] ** 0.7
+
+    coefficients = solve("log-cubic-regimes", features, [cost(f) for f in features])
+    on_blocks = {"m": 1024.0, "n": 512.0, "n_mvm": 1.0, "k": 1.0, "n_in": 512.0, "n_out": 1024.0}
+    assert conv_regimes(on_blocks)[3:] == [0.0, 0.0]
+    assert evaluate("log-cubic-regimes", coefficients, on_blocks) == pytest.approx(cost(on_blocks), rel=1e-6)
+
+
 def test_blocked_macs_pad_channels_to_whole_nchwc_blocks() -> None:
     # 3x3 conv 40 -> 88 channels, 10x10 out: on 16-channel blocks it runs 48 -> 96: 96*48*9*100 MACs; on 8, as is.
     f = {"m": 88.0, "n": 360.0, "n_mvm": 100.0, "k": 3.0, "n_in": 4000.0, "n_out": 8800.0}
