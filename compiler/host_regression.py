@@ -124,38 +124,26 @@ def design_matrix(method: str, features: Sequence[Mapping[str, float]]) -> np.nd
     return np.array([METHODS[method].columns(f) for f in features], dtype=float)
 
 
-def _determined(x: np.ndarray, tolerance: float = 1e-9) -> np.ndarray:
-    """Mask of the columns of ``x`` that are not linear combinations of the columns before them (Gram-Schmidt)."""
-    basis = np.zeros((x.shape[0], 0))
-    keep = np.zeros(x.shape[1], dtype=bool)
-    for j in range(x.shape[1]):
-        column = x[:, j]
-        residual = column - basis @ (basis.T @ column)
-        norm = float(np.linalg.norm(residual))
-        if norm > tolerance * max(float(np.linalg.norm(column)), 1e-300):
-            keep[j] = True
-            basis = np.column_stack([basis, residual / norm])
-    return keep
-
-
 def solve(method: str, features: Sequence[Mapping[str, float]], t_ns: Sequence[float]) -> np.ndarray:
     """Least-squares coefficients of ``method`` (columns scaled to unit max for conditioning).
 
-    A column the samples cannot tell apart from the columns before it gets 0: a regime's term is
-    fitted only where the samples have both sides of it.  (The calibration's Gemm points all have
-    channel counts off the 16-channel block, so that indicator equals the intercept on them; a
-    minimum-norm solution shared the intercept with it, and a Gemm on whole blocks, as ResNet's
-    and ViT's are, lost that share: 3 us predicted for 140.)
+    A column other than the intercept (the first) that is constant over the samples gets 0: a regime's
+    indicator is fitted only where the samples have both sides of it.  (The calibration's Gemm points
+    all have channel counts off the 16-channel block, so that indicator was the intercept on them; a
+    minimum-norm solution shared the intercept with it, and a Gemm on whole blocks, as ResNet's and
+    ViT's are, lost that share: 3 us predicted for 140.)  Columns that are collinear otherwise keep
+    the minimum-norm split (an element kind's inputs and output grow together on its samples).
     """
     spec = METHODS[method]
     x = design_matrix(method, features)
+    keep = np.ptp(x, axis=0) > 0
+    keep[0] = True
     t = np.asarray(t_ns, dtype=float)
     y = np.log(t) if spec.log_target else t.copy()
     if spec.weighted:
         x, y = x / t[:, None], y / t
     scale = np.abs(x).max(axis=0)
     scale[scale == 0] = 1.0
-    keep = _determined(x / scale)
     coefficients = np.zeros(x.shape[1])
     coefficients[keep], *_ = np.linalg.lstsq(x[:, keep] / scale[keep], y, rcond=None)
     return coefficients / scale
