@@ -12,10 +12,10 @@ operator's latency is its nodes' medians, as :func:`host_profile.operator_latenc
 DQs that only keep a pair int8 (:func:`point_time`) and the layout glue onnxruntime puts in its region
 (:func:`host_glue.glue_kernels`: an int8 element point's Transpose out of the NHWC chain and its graph output's
 DequantizeLinear, which a network runs only where its own graph has them, and the predictor adds then).
-A point with a weight is profiled a second time after reading the machine's last-level cache's worth of memory (:func:`calibration_models.flushed`,
-:func:`last_level_cache_bytes`), and its weights' share of what that adds, less what its compute hides, is kept
-(:func:`host_model.in_network_ns`;
-the sample records both times, so a refit can mix them again):
+A point with a weight is profiled a second time after reading the machine's last-level cache's worth of memory,
+at most 128 MiB (:func:`calibration_models.flushed`, :func:`flush_bytes_for`), and its weights' share of what
+that adds, less what its compute hides, is kept (:func:`host_model.in_network_ns`; the sample records both times,
+so a refit can mix them again):
 a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
 reading them (EfficientNet-B0's squeeze-and-excitation convs ran 2-3.5x their points' time without it).
 """
@@ -71,7 +71,7 @@ from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
 __all__ = ["point_model", "measure_point", "measured_operator", "calibrate", "fitted_model", "point_time",
-           "last_level_cache_bytes"]
+           "last_level_cache_bytes", "flush_bytes_for", "FLUSH_CAP_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +143,21 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
         return (Sample(point.kind, {"n_in": elements, "n_out": elements}, sum(point_time(o, profile.nodes) for o, _ in kinds)),
                 level)
     return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
+
+
+FLUSH_CAP_BYTES = 128 << 20
+"""The most the flush reads, whatever cache size the machine reports.  An Intel Xeon VM reports a 480 MiB L3
+(shared with its host's other tenants); there, after a 128 MiB read, 1x1 convs on one pixel (the most
+flush-sensitive points: 12->320 up to 1360->344 channels) took what they took after 480 MiB (within the
+run-to-run noise: 31.5-34 us for 576->144, 131-132 for 1360->344), while 32 MiB left them at half that.  Reading
+480 MiB before every run of every weighted point let a 4,800 s campaign measure only half the grid.  A
+network evicts at most what it touches between two uses of a layer's weights, less than this for the zoo's."""
+
+
+def flush_bytes_for(caches: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """What the flush reads on this machine: its largest cache (:func:`last_level_cache_bytes`), at most
+    :data:`FLUSH_CAP_BYTES`."""
+    return min(last_level_cache_bytes(caches), FLUSH_CAP_BYTES)
 
 
 def last_level_cache_bytes(caches: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
@@ -226,7 +241,7 @@ def calibrate(
     """Measure grid points until the budget is spent, then fit every kind (see the module docstring).
 
     A point that :func:`has_weights` is also profiled after reading ``flush_bytes`` (by default
-    :func:`last_level_cache_bytes`; 0: not) — :func:`measure_point`.  ``extend``: an earlier
+    :func:`flush_bytes_for` this machine; 0: not) — :func:`measure_point`.  ``extend``: an earlier
     calibration of this machine, at its threads: only what it lacks is measured, and its samples of points the
     grid no longer has are dropped (:func:`_lacking`).
 
@@ -247,7 +262,7 @@ def calibrate(
         todo, kept, dropped = _lacking(todo, extend.samples, _stale(extend, todo), _added(extend, todo))
     else:
         kept, dropped = [], 0
-    flush_bytes = last_level_cache_bytes() if flush_bytes is None else max(0, flush_bytes)
+    flush_bytes = flush_bytes_for() if flush_bytes is None else max(0, flush_bytes)
     start = time.perf_counter()
     load_before = os.getloadavg()
     samples: list[Sample] = list(kept)

@@ -15,6 +15,7 @@ import pytest
 from cimsplit.compiler import calibration
 from cimsplit.compiler.calibration import (
     calibrate,
+    flush_bytes_for,
     last_level_cache_bytes,
     measure_point,
     measured_operator,
@@ -489,6 +490,16 @@ def test_the_flush_is_the_largest_cache(tmp_path: Path) -> None:
     (tmp_path / "index2" / "size").write_text("2M\n")
     assert last_level_cache_bytes(tmp_path) == 2 << 20
     assert last_level_cache_bytes(tmp_path / "absent") == 32 << 20
+
+
+def test_the_flush_reads_the_largest_cache_up_to_128_mib(tmp_path: Path) -> None:
+    """A Zen 3's 32 MiB L3 is read whole; a VM that reports a 480 MiB L3 gets 128 MiB."""
+    (tmp_path / "index3").mkdir()
+    (tmp_path / "index3" / "size").write_text("32768K\n")
+    assert flush_bytes_for(tmp_path) == 32 << 20
+    (tmp_path / "index3" / "size").write_text("491520K\n")
+    assert last_level_cache_bytes(tmp_path) == 480 << 20
+    assert flush_bytes_for(tmp_path) == 128 << 20
 
 
 @pytest.mark.parametrize("kind", ["MatMul", "int8:MatMul"])
