@@ -145,6 +145,9 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
     return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
 
 
+SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+"""Where Linux lists this machine's caches (one ``index*`` folder each, with its ``size``)."""
+
 FLUSH_CAP_BYTES = 128 << 20
 """The most the flush reads, whatever cache size the machine reports.  An Intel Xeon VM reports a 480 MiB L3
 (shared with its host's other tenants); there, after a 128 MiB read, 1x1 convs on one pixel (the most
@@ -154,13 +157,13 @@ run-to-run noise: 31.5-34 us for 576->144, 131-132 for 1360->344), while 32 MiB 
 network evicts at most what it touches between two uses of a layer's weights, less than this for the zoo's."""
 
 
-def flush_bytes_for(caches: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+def flush_bytes_for(caches: Path = SYSFS_CACHES) -> int:
     """What the flush reads on this machine: its largest cache (:func:`last_level_cache_bytes`), at most
     :data:`FLUSH_CAP_BYTES`."""
     return min(last_level_cache_bytes(caches), FLUSH_CAP_BYTES)
 
 
-def last_level_cache_bytes(caches: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+def last_level_cache_bytes(caches: Path = SYSFS_CACHES) -> int:
     """The largest CPU cache of this machine (Linux sysfs), 32 MiB where it cannot be read."""
     sizes = []
     for index in caches.glob("index*"):
