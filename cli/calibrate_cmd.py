@@ -24,9 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from cimsplit.errors import CimsplitError
+
+LOG_EVERY_S = 60.0
+"""How often a campaign whose stderr is not a terminal says where it is."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,13 +50,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--extend", metavar="CALIBRATION", default=None,
                         help="keep an earlier calibration's samples and measure only the kinds and GEMM points it lacks")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (or, in a log, no progress lines)")
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+class CampaignProgress:
+    """The campaign's progress: a bar on a terminal; where stderr is a log, one line every :data:`LOG_EVERY_S`
+    seconds (a campaign runs for an hour or more); nothing when ``quiet``."""
 
+    def __init__(self, budget_s: float, quiet: bool = False) -> None:
+        from tqdm import tqdm
+
+        self.budget_s, self.quiet, self.logged_s = budget_s, quiet, -LOG_EVERY_S
+        self.bar = tqdm(total=int(budget_s), desc="calibrating", unit="s", disable=quiet or None, leave=False)
+
+    def __call__(self, done: int, total: int, elapsed_s: float) -> None:
+        if not self.bar.disable:
+            self.bar.n = min(int(elapsed_s), self.bar.total)
+            self.bar.set_postfix_str(f"point {done}/{total}")
+            self.bar.refresh()
+        elif not self.quiet and (elapsed_s - self.logged_s >= LOG_EVERY_S or done == total):
+            self.logged_s = elapsed_s
+            print(f"calibrating: point {done}/{total}, {elapsed_s:.0f} s of the {self.budget_s:g} s budget",
+                  file=sys.stderr, flush=True)
+
+    def __enter__(self) -> CampaignProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.close()
+
+
+def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.calibration import calibrate
 
     output = Path(args.output)
@@ -72,13 +101,7 @@ def run(args: argparse.Namespace) -> int:
         from cimsplit.compiler.host_model import HostModel
 
         extend = HostModel.load(args.extend) if args.extend is not None else None
-        with tqdm(total=int(args.budget_s), desc="calibrating", unit="s", disable=args.no_progress or None,
-                  leave=False) as bar:
-            def progress(done: int, total: int, elapsed_s: float) -> None:
-                bar.n = min(int(elapsed_s), bar.total)
-                bar.set_postfix_str(f"point {done}/{total}")
-                bar.refresh()
-
+        with CampaignProgress(args.budget_s, quiet=args.no_progress) as progress:
             model = calibrate(threads=args.threads, int8=args.int8, budget_s=args.budget_s, runs=args.runs,
                               warmup=args.warmup, progress=progress, extend=extend)
     try:

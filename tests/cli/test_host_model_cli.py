@@ -283,3 +283,17 @@ def test_a_tiny_calibration_runs(tmp_path: Path, capsys) -> None:
     board = tmp_path / "board.json"
     assert main(["calibrate", "-o", str(board), "--budget-s", "10", "--runs", "1", "--warmup", "0", "--no-progress"]) == 0
     assert HostModel.load(board).fits
+
+
+def test_a_campaign_logged_to_a_file_says_where_it_is_once_a_minute(capsys) -> None:
+    from cimsplit.cli.calibrate_cmd import CampaignProgress
+
+    with CampaignProgress(300.0) as progress:  # capsys's stderr is not a terminal
+        for done, elapsed_s in ((1, 0.5), (2, 59.0), (3, 61.0), (4, 100.0), (5, 121.5), (6, 130.0)):
+            progress(done, 6, elapsed_s)
+    assert capsys.readouterr().err.splitlines() == [
+        "calibrating: point 1/6, 0 s of the 300 s budget", "calibrating: point 3/6, 61 s of the 300 s budget",
+        "calibrating: point 5/6, 122 s of the 300 s budget", "calibrating: point 6/6, 130 s of the 300 s budget"]
+    with CampaignProgress(300.0, quiet=True) as progress:
+        progress(1, 1, 0.5)
+    assert capsys.readouterr().err == ""
