@@ -272,7 +272,7 @@ def calibrate(
     overhead_s: dict[str, float] = {}
     ns_per_unit: dict[str, list[float]] = {}
     skipped = failed = 0
-    level = "off"
+    level = extend.level if extend is not None else "off"  # (the profiled level: what an extension measures nothing at keeps)
     passes = 4 * (runs + warmup)  # profiled and timed sessions take turns (host_profile.measure)
     for index, point in enumerate(todo):
         left_s = budget_s - (time.perf_counter() - start) - FIT_S_PER_SAMPLE * (len(samples) + 1)

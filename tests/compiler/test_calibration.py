@@ -523,7 +523,8 @@ def test_matmul_points_measure_a_product_of_two_activations(tmp_path: Path, kind
 
 def test_an_extended_calibration_measures_only_the_kinds_it_lacks(tmp_path: Path) -> None:
     """Relu measured before; Relu and Sigmoid asked for: only Sigmoid is measured, Relu's samples are kept as they
-    were, and both are fitted.  An earlier calibration at another thread count is refused."""
+    were, and both are fitted; an extension that measures nothing keeps the earlier level.  An earlier calibration at
+    another thread count is refused."""
     relu = [GridPoint("Relu", (("c", c), ("h", 8))) for c in (8, 16, 24)]
     sigmoid = [GridPoint("Sigmoid", (("c", c), ("h", 8))) for c in (8, 16, 24)]
     earlier = calibrate(budget_s=30.0, points=relu, runs=1, warmup=0)
@@ -533,6 +534,8 @@ def test_an_extended_calibration_measures_only_the_kinds_it_lacks(tmp_path: Path
     assert extended.campaign["grid_points"] == 3 and extended.campaign["kept"] == 3
     assert extended.samples[:3] == earlier.samples and {s.kind for s in extended.samples[3:]} == {"Sigmoid"}
     assert set(extended.fits) == {"Relu", "Sigmoid"} and extended.campaign["extends"] == str(tmp_path / "earlier.json")
+    nothing_new = calibrate(budget_s=30.0, points=relu, runs=1, warmup=0, extend=dataclasses.replace(earlier, level="basic"))
+    assert nothing_new.campaign["measured"] == 0 and nothing_new.level == "basic"  # (the level its samples were profiled at)
     with pytest.raises(CimsplitError, match="threads 1, this campaign's is 2"):
         calibrate(budget_s=30.0, points=sigmoid, threads=2, extend=earlier)
 
