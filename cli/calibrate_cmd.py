@@ -23,6 +23,7 @@ statistics, the samples, the onnxruntime version and the machine.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -118,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"calibrated {campaign['measured']} of {campaign['grid_points']} points in {campaign['elapsed_s']:.0f} s "
           f"and fitted them in {campaign.get('fit_s', 0.0):.0f} s (budget {args.budget_s:g} s); cpu {model.cpu}, "
           f"onnxruntime {model.ort_version}, {model.threads} thread(s), level {model.level}")
+    if model.context:
+        hidden = ", ".join(f"{key} {'none' if math.isinf(reuse) else f'{reuse:g} output pixels'}" for key, reuse in model.reuse.items())
+        print(f"weights' fetch hidden by the compute over (from {len(model.context)} convs in context networks): {hidden}")
     for kind, fit in sorted(model.fits.items()):
         cv = fit.held_out_mape
         baseline = fit.cv_mape.get("pipeit")

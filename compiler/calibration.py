@@ -14,10 +14,12 @@ DQs that only keep a pair int8 (:func:`point_time`) and the layout glue onnxrunt
 DequantizeLinear, which a network runs only where its own graph has them, and the predictor adds then).
 A point with a weight is profiled a second time after reading the machine's last-level cache's worth of memory,
 at most 128 MiB (:func:`calibration_models.flushed`, :func:`flush_bytes_for`), and its weights' share of what
-that adds, less what its compute hides, is kept (:func:`host_model.in_network_ns`; the sample records both times,
+that adds, less what its compute hides, is kept (:func:`.weight_fetch.in_network_ns`; the sample records both times,
 so a refit can mix them again):
 a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
 reading them (EfficientNet-B0's squeeze-and-excitation convs ran 2-3.5x their points' time without it).
+How much the compute hides is the board's, measured once on context networks before the grid
+(:mod:`.calibration_context`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from cimsplit.compiler.calibration_context import measure_context
 from cimsplit.compiler.calibration_grid import LARGE, gemm_descriptors, gemm_key, grid, has_weights
 from cimsplit.compiler.calibration_models import (
     FLUSH_PREFIX,
@@ -67,6 +70,7 @@ from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, CALIBRATION_ATTRIBUTIONS
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels
+from cimsplit.compiler.weight_fetch import ContextLayer, board_reuse
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
@@ -99,7 +103,7 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     :func:`keep_int8` adds) and the profiled optimization level.
 
     With ``flush_bytes``, a point that :func:`has_weights` is profiled twice, as it is and :func:`flushed`, and its time is
-    :func:`~cimsplit.compiler.host_model.in_network_ns` of the two (:meth:`Sample.profiled`).
+    :func:`~cimsplit.compiler.weight_fetch.in_network_ns` of the two (:meth:`Sample.profiled`).
     """
     if point.kind.startswith(GLUE_PREFIX):
         return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
@@ -268,6 +272,11 @@ def calibrate(
     flush_bytes = flush_bytes_for() if flush_bytes is None else max(0, flush_bytes)
     start = time.perf_counter()
     load_before = os.getloadavg()
+    context = list(extend.context) if extend is not None else []
+    if points is None and flush_bytes > 0 and not context:  # once per board, with the grid (:mod:`.calibration_context`)
+        context = measure_context(lambda point: measure_point(point, threads=threads, runs=runs, warmup=warmup, seed=seed,
+                                                              flush_bytes=flush_bytes)[0],
+                                  int8=int8, threads=threads, runs=runs, warmup=warmup, seed=seed)
     samples: list[Sample] = list(kept)
     overhead_s: dict[str, float] = {}
     ns_per_unit: dict[str, list[float]] = {}
@@ -303,7 +312,7 @@ def calibrate(
     elapsed_s = time.perf_counter() - start
     if not samples:
         raise CimsplitError(f"the budget of {budget_s:g} s measured no calibration point", hint="raise --budget-s")
-    return fitted_model(samples, threads=threads, int8=int8, level=level, campaign={
+    return fitted_model(samples, threads=threads, int8=int8, level=level, context=context, campaign={
         "budget_s": budget_s, "elapsed_s": round(elapsed_s, 3), "grid_points": len(todo), "measured": len(samples) - len(kept),
         "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed, "flush_bytes": flush_bytes,
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
@@ -379,14 +388,18 @@ def _check_extendable(earlier: HostModel, threads: int) -> None:
         raise CimsplitError(f"{earlier.source!r} recorded no samples to keep", hint="calibrate the board anew")
 
 
-def fitted_model(samples: Sequence[Sample], *, threads: int, int8: bool, campaign: dict, level: str) -> HostModel:
-    """Fit ``samples`` and record this machine, onnxruntime and the profiling level they were measured at."""
+def fitted_model(samples: Sequence[Sample], *, threads: int, int8: bool, campaign: dict, level: str,
+                 context: Sequence[ContextLayer] = ()) -> HostModel:
+    """Fit ``samples``, their weighted points' times mixed at the reuse of the ``context`` layers
+    (:func:`.weight_fetch.board_reuse`), and record this machine, onnxruntime and the profiling level they were
+    measured at."""
     from cimsplit.compiler.host_profile import cpu_model
 
     machine = {"system": platform.system(), "machine": platform.machine(), "node": platform.node(),
                "python": platform.python_version(), "cores": str(os.cpu_count() or 1)}
     begin = time.perf_counter()
+    samples = [sample.remixed(board_reuse(context)) for sample in samples]
     fits = fit_samples(samples)
     campaign = {**campaign, "fit_s": round(time.perf_counter() - begin, 3)}
     return HostModel(ort_version=ort.__version__, cpu=cpu_model(), machine=machine, threads=threads, level=level,
-                     int8=int8, fits=fits, samples=tuple(samples), campaign=campaign)
+                     int8=int8, fits=fits, samples=tuple(samples), campaign=campaign, context=tuple(context))

@@ -88,12 +88,13 @@ from cimsplit.compiler.host_regression import (
     solve,
     transfer_mape,
 )
+from cimsplit.compiler.weight_fetch import WEIGHT_REUSE, ContextLayer, board_reuse, in_network_ns, precision
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 from cimsplit.files import write_atomic
 
 __all__ = [
-    "FORMAT", "FORMAT_VERSION", "METHODS", "KindFit", "HostModel", "Sample", "in_network_ns",
+    "FORMAT", "FORMAT_VERSION", "METHODS", "KindFit", "HostModel", "Sample",
     "operator_kind", "operator_features",
     "fused_kind", "anchor_kind", "fit_kind", "fit_samples", "design_matrix", "solve",
     "blocked_macs", "conv_regimes", "shape_folds", "channel_folds", "cross_validated_mape", "transfer_mape",
@@ -131,13 +132,17 @@ class Sample:
     again (by this cimsplit's :func:`in_network_ns`) without measuring."""
 
     @classmethod
-    def profiled(cls, kind: str, features: Mapping[str, float], hot_ns: float, flushed_ns: float) -> Sample:
-        """A point profiled as it is and flushed, fitted at :func:`in_network_ns` of the two."""
-        return cls(kind, features, in_network_ns(features, hot_ns, flushed_ns), (hot_ns, flushed_ns))
+    def profiled(cls, kind: str, features: Mapping[str, float], hot_ns: float, flushed_ns: float,
+                 reuse: float = WEIGHT_REUSE) -> Sample:
+        """A point profiled as it is and flushed, fitted at :func:`.weight_fetch.in_network_ns` of the two."""
+        return cls(kind, features, in_network_ns(features, hot_ns, flushed_ns, reuse), (hot_ns, flushed_ns))
 
-    def remixed(self) -> Sample:
-        """This sample with its time mixed again from ``profiled_ns`` (itself without them)."""
-        return self if self.profiled_ns is None else Sample.profiled(self.kind, self.features, *self.profiled_ns)
+    def remixed(self, reuse: Mapping[str, float] | None = None) -> Sample:
+        """This sample with its time mixed again from ``profiled_ns`` at its precision's ``reuse`` (default
+        :data:`~.weight_fetch.WEIGHT_REUSE`); itself without them."""
+        if self.profiled_ns is None:
+            return self
+        return Sample.profiled(self.kind, self.features, *self.profiled_ns, (reuse or {}).get(precision(self.kind), WEIGHT_REUSE))
 
     def to_dict(self) -> dict[str, Any]:
         data = {"kind": self.kind, "features": dict(self.features), "t_ns": self.t_ns}
@@ -148,34 +153,6 @@ class Sample:
         profiled = data.get("profiled_ns")
         return cls(str(data["kind"]), {k: float(v) for k, v in data["features"].items()}, float(data["t_ns"]),
                    None if profiled is None else (float(profiled[0]), float(profiled[1])))
-
-
-WEIGHT_REUSE = 16.0
-"""Output pixels (uses of each weight) over which a conv's compute hides the fetch of its weights from beyond L2
-(:func:`in_network_ns`): about where one core's MACs per weight take as long as streaming that weight from memory
-(0.03-0.05 ns a MAC, 0.4-0.8 ns a 4-byte weight at 5-10 GB/s)."""
-
-
-def in_network_ns(features: Mapping[str, float], hot_ns: float, flushed_ns: float) -> float:
-    """A GEMM operator's time in a network, from its point's time as it is (``hot_ns``) and flushed
-    (:func:`cimsplit.compiler.calibration_models.flushed`).
-
-    In a network a layer finds its weights evicted from L2 by the other layers but its output buffer (an arena
-    block the layers before it just freed) in cache; the flush makes both cold.  What the flush adds is
-    split between the two by their element counts (``m * n`` weights, ``n_out`` outputs), and of the weights'
-    share only what the conv's compute does not hide: ``1 / (1 + n_mvm / WEIGHT_REUSE)``, each weight being used
-    once per output pixel.  Pointwise convs on a pooled tensor keep nearly all of it (a 1152 -> 48 1x1 conv at
-    1 x 1: 5.5 us, 15 us flushed, 13-16 us in EfficientNet-B0), depthwise convs nearly none (their weights are
-    k x k per channel, and flushed they ran 20-50 % over their times in MobileNetV2), and so do convs whose
-    weights serve many pixels (MobileNetV2 int8's 160 -> 960 1x1 conv at 7 x 7: 252 us, 307 flushed, 256 in the
-    network).  Against the same profiles of the nine zoo models, float and int8 (Zen 3): with the weights' whole
-    share, sums 3-9 % high where weights are heavy (ResNets, MobileNetV2) and 14 of 18 within 5 %; with none of
-    it, the squeeze-and-excitation convs 30 % low (EfficientNet-B0 -9.6 %, MobileNetV3-Small -7.3 %); with this,
-    17 of 18, and MobileNetV2 int8's conv error 8.4 -> 5.5 %.
-    """
-    weights, outputs = features["m"] * features["n"], features["n_out"]
-    hidden = 1.0 + features["n_mvm"] / WEIGHT_REUSE
-    return hot_ns + max(0.0, flushed_ns - hot_ns) * weights / max(weights + outputs, 1.0) / hidden
 
 
 @dataclass(frozen=True)
@@ -359,6 +336,13 @@ class HostModel:
     campaign: dict[str, Any] = field(default_factory=dict)
     """Budget, elapsed time, grid size, measured points, load averages."""
     source: str = field(default="calibrated here", compare=False)
+    context: tuple[ContextLayer, ...] = ()
+    """Convs timed in context networks (:mod:`.calibration_context`): what sets :attr:`reuse`."""
+
+    @property
+    def reuse(self) -> dict[str, float]:
+        """How many output pixels hide a weight's fetch on this board, per precision (:func:`.weight_fetch.board_reuse`)."""
+        return board_reuse(self.context)
 
     def predict_kind_ns(self, kind: str, features: Mapping[str, float]) -> float:
         return self.fits[kind].predict_ns(features)
@@ -369,7 +353,7 @@ class HostModel:
             raise CimsplitError(f"host model {self.source!r} recorded no samples to fit again",
                                 hint="calibrate the board again (`cimsplit calibrate -o FILE`)")
         begin = time.perf_counter()
-        samples = tuple(sample.remixed() for sample in self.samples)
+        samples = tuple(sample.remixed(self.reuse) for sample in self.samples)
         fits = fit_samples(samples)
         campaign = dict(self.campaign, refitted_from=self.source, fit_s=round(time.perf_counter() - begin, 3))
         return dataclasses.replace(self, fits=fits, samples=samples, campaign=campaign)
@@ -381,6 +365,7 @@ class HostModel:
             "campaign": dict(self.campaign),
             "kinds": {kind: fit.to_dict() for kind, fit in sorted(self.fits.items())},
             "samples": [sample.to_dict() for sample in self.samples],
+            "context": [layer.to_dict() for layer in self.context],
         }
 
     def save(self, path: str | Path) -> None:
@@ -415,6 +400,7 @@ class HostModel:
             samples = tuple(Sample.from_dict(sample) for sample in data.get("samples", []))
             return cls(str(data["ort_version"]), str(data["cpu"]), {k: str(v) for k, v in data["machine"].items()},
                        int(data["threads"]), str(data["level"]), bool(data["int8"]), fits, samples,
-                       dict(data.get("campaign", {})), source=str(path))
+                       dict(data.get("campaign", {})), source=str(path),
+                       context=tuple(ContextLayer.from_dict(layer) for layer in data.get("context", [])))
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise CimsplitError(f"{where} is malformed ({type(exc).__name__}: {exc})", hint=hint) from None

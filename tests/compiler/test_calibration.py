@@ -52,7 +52,6 @@ from cimsplit.compiler.host_model import (
     RUNS_IN_FLOAT,
     HostModel,
     Sample,
-    in_network_ns,
     is_gemm_kind,
     operator_features,
     operator_kind,
@@ -465,20 +464,6 @@ def test_a_flushed_point_is_measured_as_its_conv_alone() -> None:
     sample, _ = measure_point(point, threads=1, runs=1, warmup=0, flush_bytes=1 << 16)
     assert sample.features == plain.features and sample.kind == "Conv" and sample.t_ns > 0
     assert plain.profiled_ns is None and sample.profiled_ns is not None and sample == sample.remixed()
-
-
-def test_a_network_keeps_the_weights_share_of_the_flush_its_compute_does_not_hide() -> None:
-    """40 x 16 = 640 weights and 160 outputs, 1000 ns as it is, 1800 flushed: the weights' share is 800 * 640 / 800
-    = 640 ns, of which 1 / (1 + n_mvm / 16) is kept: 1000 + 640 / 2 = 1320 at 16 pixels, 1000 + 640 / 4 = 1160 at 48,
-    1000 + 640 * 16 / 17 on one pixel (a pooled conv keeps nearly all); a flushed run faster than the plain one adds
-    nothing (noise, not a cache effect); a depthwise conv's 72 weights against 800 outputs keep little."""
-    features = {"m": 40.0, "n": 16.0, "n_mvm": 16.0, "n_out": 160.0}
-    assert in_network_ns(features, 1000.0, 1800.0) == 1320.0
-    assert in_network_ns({**features, "n_mvm": 48.0}, 1000.0, 1800.0) == 1160.0
-    assert in_network_ns({**features, "n_mvm": 1.0}, 1000.0, 1800.0) == pytest.approx(1000.0 + 640.0 * 16 / 17, rel=1e-12)
-    assert in_network_ns(features, 1000.0, 900.0) == 1000.0
-    depthwise = {"m": 8.0, "n": 9.0, "n_mvm": 800.0, "n_out": 800.0}
-    assert in_network_ns(depthwise, 1000.0, 2000.0) == pytest.approx(1000.0 + 1000.0 * 72 / 872 / 51, rel=1e-12)
 
 
 def test_the_flush_is_the_largest_cache(tmp_path: Path) -> None:

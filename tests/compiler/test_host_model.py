@@ -191,16 +191,16 @@ def test_save_load_round_trip(tmp_path) -> None:
 
 def test_a_sample_profiled_twice_keeps_both_times_and_a_refit_mixes_them_again(tmp_path) -> None:
     """m n = 640 weights, 160 outputs, 4 pixels, 1000 ns as it is and 1800 flushed -> 1000 + 640 / 1.25 = 1512
-    (in_network_ns); a stale mixed time (999) is what an older cimsplit's mix left: the refit recomputes it from the
-    two times."""
+    (in_network_ns); a stale mixed time (999) is what an older cimsplit's mix left: fitting a campaign's samples, or
+    refitting a board, recomputes it from the two times."""
     features = {"m": 40.0, "n": 16.0, "n_mvm": 4.0, "k": 1.0, "n_in": 64.0, "n_out": 160.0}
     assert Sample.profiled("Conv", features, 1000.0, 1800.0) == Sample("Conv", features, 1512.0, (1000.0, 1800.0))
-    stale = Sample("Conv", features, 999.0, (1000.0, 1800.0))
-    model = fitted_model([stale], threads=1, int8=False, campaign={}, level="off")
-    model.save(tmp_path / "board.json")
+    stale, fresh = Sample("Conv", features, 999.0, (1000.0, 1800.0)), Sample("Conv", features, 1512.0, (1000.0, 1800.0))
+    assert fitted_model([stale], threads=1, int8=False, campaign={}, level="off").samples == (fresh,)
+    HostModel("1.0", "cpu", {}, 1, "off", False, {}, (stale,)).save(tmp_path / "board.json")
     loaded = HostModel.load(tmp_path / "board.json")
     assert loaded.samples == (stale,)
-    assert loaded.refit().samples == (Sample("Conv", features, 1512.0, (1000.0, 1800.0)),)
+    assert loaded.refit().samples == (fresh,)
 
 
 @pytest.mark.parametrize("text, message", [
