@@ -234,6 +234,10 @@ POINTS_VERSION = 3
 when the grid gains points of kinds without a weight, which ``--extend`` cannot tell apart by their samples (3: the
 element points at :data:`~cimsplit.compiler.calibration_grid.LARGE`)."""
 
+CONTEXT_MIN_BUDGET_S = 60.0
+"""The least budget a campaign spends on context networks (:mod:`.calibration_context`: 13 s on an Intel Xeon core,
+float and int8); a shorter one mixes its points at the default reuse."""
+
 FIT_S_PER_SAMPLE = 0.005
 """Seconds of the budget kept back for the fits, per sample measured: the fits of a full int8 campaign
 (7,271 samples; linear methods cross-validated, then the kernel ridge correction) took 34 s on a Zen 4
@@ -250,7 +254,8 @@ def calibrate(
     A point that :func:`has_weights` is also profiled after reading ``flush_bytes`` (by default
     :func:`flush_bytes_for` this machine; 0: not) — :func:`measure_point`.  ``extend``: an earlier
     calibration of this machine, at its threads: only what it lacks is measured, and its samples of points the
-    grid no longer has are dropped (:func:`_lacking`).
+    grid no longer has are dropped (:func:`_lacking`).  The grid's campaign (no ``points``) of a board without them
+    first times the context networks (:mod:`.calibration_context`), given :data:`CONTEXT_MIN_BUDGET_S`.
 
     A point is skipped when its estimated cost (per-kind overhead plus the
     work times the kind's measured ns per unit) does not fit in what is left
@@ -273,10 +278,13 @@ def calibrate(
     start = time.perf_counter()
     load_before = os.getloadavg()
     context = list(extend.context) if extend is not None else []
-    if points is None and flush_bytes > 0 and not context:  # once per board, with the grid (:mod:`.calibration_context`)
-        context = measure_context(lambda point: measure_point(point, threads=threads, runs=runs, warmup=warmup, seed=seed,
-                                                              flush_bytes=flush_bytes)[0],
-                                  int8=int8, threads=threads, runs=runs, warmup=warmup, seed=seed)
+    if points is None and flush_bytes > 0 and not context and budget_s >= CONTEXT_MIN_BUDGET_S:  # once per board
+        try:
+            context = measure_context(lambda point: measure_point(point, threads=threads, runs=runs, warmup=warmup,
+                                                                  seed=seed, flush_bytes=flush_bytes)[0],
+                                      int8=int8, threads=threads, runs=runs, warmup=warmup, seed=seed)
+        except RuntimeError as exc:  # (as a point the front end or onnxruntime cannot run: the grid goes on)
+            log.warning("no context networks (%s): the weights' fetch is mixed at the default reuse", exc)
     samples: list[Sample] = list(kept)
     overhead_s: dict[str, float] = {}
     ns_per_unit: dict[str, list[float]] = {}
