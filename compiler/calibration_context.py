@@ -27,10 +27,13 @@ from cimsplit.compiler.calibration_models import GridPoint
 from cimsplit.compiler.host_model import Sample, operator_features, operator_kind
 from cimsplit.compiler.weight_fetch import ContextLayer
 
-__all__ = ["CONTEXT_SIZES", "CONTEXT_CHANNELS", "context_network", "measure_context"]
+__all__ = ["CONTEXT_SIZES", "CONTEXT_CHANNELS", "CONTEXT_ROUNDS", "context_network", "measure_context"]
 
 CONTEXT_SIZES = (10, 18)
 """Spatial sizes of the context networks (100 and 324 output pixels): where what the compute hides decides most."""
+CONTEXT_ROUNDS = 3
+"""Sessions each network and each point is profiled in; a layer keeps the medians (on a shared VM a whole session
+can run 10-20 % slow: one round each chose 'nothing hidden' in one campaign and 128 pixels in the next)."""
 CONTEXT_CHANNELS = (40, 88, 176, 344, 680, 344, 176, 88, 40)
 """Channels along a context network: conv i maps ``CONTEXT_CHANNELS[i]`` to ``[i + 1]``, 3 x 3 at even i, 1 x 1 at odd."""
 
@@ -53,8 +56,9 @@ def context_network(h: int, seed: int = 0) -> onnx.ModelProto:
 
 def measure_context(measure: Callable[[GridPoint], Sample], *, int8: bool, threads: int, runs: int, warmup: int,
                     seed: int = 0) -> list[ContextLayer]:
-    """Every conv of the context networks (float, and int8 with ``int8``): its point's times, as ``measure`` profiles a
-    point as it is and flushed (:func:`.calibration.measure_point`), and its time in the network."""
+    """Every inner conv of the context networks (float, and int8 with ``int8``): its point's times, as ``measure``
+    profiles a point as it is and flushed (:func:`.calibration.measure_point`), and its time in the network, each the
+    median of :data:`CONTEXT_ROUNDS` sessions."""
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.host_profile import operator_latencies, profile_model
     from cimsplit.compiler.host_variants import op_variants
@@ -71,8 +75,9 @@ def measure_context(measure: Callable[[GridPoint], Sample], *, int8: bool, threa
                 path = Path(folder) / "context.onnx"
                 onnx.save(model, path)
                 loaded = load(path)
-            network = operator_latencies(loaded.workload, profile_model(loaded, runs=runs, warmup=warmup, threads=threads,
-                                                                        seed=seed, progress=False))
+            network = [operator_latencies(loaded.workload, profile_model(loaded, runs=runs, warmup=warmup, threads=threads,
+                                                                         seed=seed, progress=False))
+                       for _ in range(CONTEXT_ROUNDS)]
             types = {node.name: node.op_type for node in loaded.model.graph.node}
             kernels = int8_kernels(loaded.model.graph)
             variants = op_variants(loaded.model, optimized_model(loaded.model, "all", threads) if quantized else None)
@@ -80,7 +85,10 @@ def measure_context(measure: Callable[[GridPoint], Sample], *, int8: bool, threa
             for op in convs[1:-1]:  # (the first reads the graph's input, the last writes its output: a network's edges)
                 c_out, c_in, k = op.weight_shape[:3]
                 kind = operator_kind(op, types, kernels.get(op.name, ""), variants.get(op.name, ""))
-                sample = measure(GridPoint(kind, (("c_in", c_in), ("c_out", c_out), ("h", h), ("k", k), ("s", 1))))
-                if sample.profiled_ns is not None:
-                    layers.append(ContextLayer(kind, operator_features(op), *sample.profiled_ns, network[op.name]))
+                point = GridPoint(kind, (("c_in", c_in), ("c_out", c_out), ("h", h), ("k", k), ("s", 1)))
+                times = [sample.profiled_ns for sample in (measure(point) for _ in range(CONTEXT_ROUNDS)) if sample.profiled_ns]
+                if times:
+                    hot, flushed = np.median(times, axis=0)
+                    layers.append(ContextLayer(kind, operator_features(op), float(hot), float(flushed),
+                                               float(np.median([times_of[op.name] for times_of in network]))))
     return layers

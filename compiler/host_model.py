@@ -341,7 +341,8 @@ class HostModel:
 
     @property
     def reuse(self) -> dict[str, float]:
-        """How many output pixels hide a weight's fetch on this board, per precision (:func:`.weight_fetch.board_reuse`)."""
+        """How many output pixels hide a weight's fetch on this board, per precision it has context layers of
+        (:func:`.weight_fetch.board_reuse`)."""
         return board_reuse(self.context)
 
     def predict_kind_ns(self, kind: str, features: Mapping[str, float]) -> float:

@@ -84,7 +84,9 @@ def estimate_reuse(layers: Iterable[ContextLayer]) -> float:
 
 
 def board_reuse(layers: Iterable[ContextLayer]) -> dict[str, float]:
-    """Reuse per precision (``float``, ``int8``) from a board's context layers; :data:`WEIGHT_REUSE` for a precision
-    without any."""
-    layers = list(layers)
-    return {key: estimate_reuse(layer for layer in layers if precision(layer.kind) == key) for key in ("float", "int8")}
+    """Reuse per precision (``float``, ``int8``) that has context layers; a sample of another precision is mixed at
+    :data:`WEIGHT_REUSE`."""
+    by_precision: dict[str, list[ContextLayer]] = {}
+    for layer in layers:
+        by_precision.setdefault(precision(layer.kind), []).append(layer)
+    return {key: estimate_reuse(group) for key, group in sorted(by_precision.items())}

@@ -55,14 +55,12 @@ def test_the_reuse_whose_mix_gives_the_network_times_is_the_one_chosen(reuse: fl
     assert estimate_reuse(_layers(reuse)) == reuse
 
 
-def test_a_board_has_a_reuse_per_precision_and_the_default_without_context_layers() -> None:
-    """Float layers mixed at 256 and int8 ones at inf give those two; no layers, or layers whose flush added nothing
-    (1000 ns both ways), give WEIGHT_REUSE (16)."""
-    layers = _layers(256.0) + _layers(math.inf, "int8:Conv-s8")
-    assert board_reuse(layers) == {"float": 256.0, "int8": math.inf}
-    assert board_reuse(_layers(256.0)) == {"float": 256.0, "int8": WEIGHT_REUSE}
-    flat = [ContextLayer("Conv", FEATURES, 1000.0, 1000.0, 1500.0)]
-    assert board_reuse(flat) == board_reuse([]) == {"float": WEIGHT_REUSE, "int8": WEIGHT_REUSE}
+def test_a_board_has_a_reuse_per_precision_it_has_context_layers_of() -> None:
+    """Float layers mixed at 256 and int8 ones at inf give those two; float layers alone give float only (an int8
+    sample is then mixed at WEIGHT_REUSE); layers whose flush added nothing (1000 ns both ways) give WEIGHT_REUSE."""
+    assert board_reuse(_layers(256.0) + _layers(math.inf, "int8:Conv-s8")) == {"float": 256.0, "int8": math.inf}
+    assert board_reuse(_layers(256.0)) == {"float": 256.0} and board_reuse([]) == {}
+    assert board_reuse([ContextLayer("Conv", FEATURES, 1000.0, 1000.0, 1500.0)]) == {"float": WEIGHT_REUSE}
 
 
 def test_a_board_mixes_its_points_at_its_reuse_and_its_file_keeps_the_context(tmp_path: Path) -> None:
@@ -75,7 +73,7 @@ def test_a_board_mixes_its_points_at_its_reuse_and_its_file_keeps_the_context(tm
     assert [s.remixed(board.reuse).t_ns for s in samples] == [1640.0, 1320.0]
     board.save(tmp_path / "board.json")
     loaded = HostModel.load(tmp_path / "board.json")
-    assert loaded.context == board.context and loaded.reuse == {"float": math.inf, "int8": WEIGHT_REUSE}
+    assert loaded.context == board.context and loaded.reuse == {"float": math.inf}
     assert len(json.loads((tmp_path / "board.json").read_text())["context"]) == 4
 
 
@@ -97,7 +95,7 @@ def test_a_context_network_chains_its_convs_through_the_grids_channels(tmp_path:
 def test_measuring_the_context_times_each_inner_conv_in_its_network_and_as_its_point(monkeypatch) -> None:
     """A 4 -> 8 -> 8 -> 4 context network at 6 x 6, float and int8, profiled for real: a layer for its one inner conv
     (8 -> 8, 1 x 1) in each, of the kind the front end gives it in its network, with its point's two times (the
-    point measured as that kind) and its network time."""
+    point measured as that kind, once a round) and its network time."""
     from cimsplit.compiler import calibration_context
     from cimsplit.compiler.calibration import measure_point
 
@@ -110,7 +108,8 @@ def test_measuring_the_context_times_each_inner_conv_in_its_network_and_as_its_p
         return measure_point(point, threads=1, runs=1, warmup=0, flush_bytes=1 << 16)[0]
 
     layers = calibration_context.measure_context(measure, int8=True, threads=1, runs=1, warmup=0)
-    assert len(layers) == 2 and [p.kind for p in measured] == [layer.kind for layer in layers]
+    rounds = calibration_context.CONTEXT_ROUNDS
+    assert len(layers) == 2 and [p.kind for p in measured] == [layer.kind for layer in layers for _ in range(rounds)]
     assert layers[0].kind == "Conv" and layers[1].kind.startswith("int8:Conv")
     assert {(p.get("c_in"), p.get("c_out"), p.get("k"), p.get("h"), p.get("s")) for p in measured} == {(8, 8, 1, 6, 1)}
     assert all(layer.hot_ns > 0 and layer.flushed_ns > 0 and layer.network_ns > 0 for layer in layers)
