@@ -234,9 +234,9 @@ POINTS_VERSION = 3
 when the grid gains points of kinds without a weight, which ``--extend`` cannot tell apart by their samples (3: the
 element points at :data:`~cimsplit.compiler.calibration_grid.LARGE`)."""
 
-CONTEXT_MIN_BUDGET_S = 60.0
-"""The least budget a campaign spends on context networks (:mod:`.calibration_context`: 13 s on an Intel Xeon core,
-float and int8); a shorter one mixes its points at the default reuse."""
+CONTEXT_MIN_BUDGET_S = 120.0
+"""The least budget a campaign spends on context networks (:mod:`.calibration_context`: 36 s on an Intel Xeon core,
+float and int8, three rounds); a shorter one mixes its points at the default reuse."""
 
 FIT_S_PER_SAMPLE = 0.005
 """Seconds of the budget kept back for the fits, per sample measured: the fits of a full int8 campaign
