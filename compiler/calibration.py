@@ -406,7 +406,8 @@ def fitted_model(samples: Sequence[Sample], *, threads: int, int8: bool, campaig
     machine = {"system": platform.system(), "machine": platform.machine(), "node": platform.node(),
                "python": platform.python_version(), "cores": str(os.cpu_count() or 1)}
     begin = time.perf_counter()
-    samples = [sample.remixed(board_reuse(context)) for sample in samples]
+    reuse = board_reuse(context)
+    samples = [sample.remixed(reuse) for sample in samples]
     fits = fit_samples(samples)
     campaign = {**campaign, "fit_s": round(time.perf_counter() - begin, 3)}
     return HostModel(ort_version=ort.__version__, cpu=cpu_model(), machine=machine, threads=threads, level=level,

@@ -45,7 +45,8 @@ def in_network_ns(features: Mapping[str, float], hot_ns: float, flushed_ns: floa
 
 
 def precision(kind: str) -> str:
-    """``int8`` for a quantized kind, ``float`` otherwise: the two keys of :func:`board_reuse`."""
+    """``int8`` for a quantized kind (``int8:``, :data:`.host_model.INT8_PREFIX`, which imports this module),
+    ``float`` otherwise: the keys of :func:`board_reuse`."""
     return "int8" if kind.startswith("int8:") else "float"
 
 
