@@ -68,7 +68,7 @@ from cimsplit.compiler.host_model import (
 )
 from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, CALIBRATION_ATTRIBUTIONS
-from cimsplit.compiler.ort_profiler import optimized_model
+from cimsplit.compiler.ort_profiler import optimized_model, turns
 from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.compiler.weight_fetch import ContextLayer, board_reuse
 from cimsplit.compiler.workload import Operator
@@ -290,7 +290,7 @@ def calibrate(
     ns_per_unit: dict[str, list[float]] = {}
     skipped = failed = 0
     level = extend.level if extend is not None else "off"  # (the profiled level: what an extension measures nothing at keeps)
-    passes = 4 * (runs + warmup)  # profiled and timed sessions take turns (host_profile.measure)
+    passes = 4 * sum(unmeasured + n for unmeasured, n in turns(warmup, runs))  # four sessions take turns (ort_profiler.turns)
     for index, point in enumerate(todo):
         left_s = budget_s - (time.perf_counter() - start) - FIT_S_PER_SAMPLE * (len(samples) + 1)
         rates = ns_per_unit.get(point.kind)

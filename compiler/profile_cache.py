@@ -17,6 +17,7 @@ import onnxruntime as ort
 
 from cimsplit.compiler.host_profile import PROFILED_HERE, HostProfile, _Loaded, check_fingerprint, cpu_model, profile_model
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION
+from cimsplit.compiler.ort_profiler import TURN_RUNS
 from cimsplit.errors import CimsplitError
 from cimsplit.files import cache_dir
 
@@ -26,7 +27,8 @@ log = logging.getLogger(__name__)
 
 
 def _cache_file(loaded: _Loaded, threads: int, level: str) -> Path:
-    identity = [loaded.fingerprint, threads, cpu_model(), ort.__version__] + ([level, f"attribution {ATTRIBUTION_VERSION}"] if level != "off" else [])
+    attribution = [level, f"attribution {ATTRIBUTION_VERSION}"] if level != "off" else []
+    identity = [loaded.fingerprint, threads, cpu_model(), ort.__version__, *attribution, f"turns of {TURN_RUNS}"]
     return cache_dir() / "profiles" / f"{hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]}.json"
 
 
@@ -49,7 +51,7 @@ def find_cached_profile(loaded: _Loaded, threads: int = 1, level: str = "all") -
 
 
 def cached_profile(loaded: _Loaded, threads: int = 1, progress: bool | None = None, level: str = "all") -> HostProfile:
-    """This machine's profile of ``loaded``: measured once per (fingerprint, level, threads, CPU, ORT version, attribution version).
+    """This machine's profile of ``loaded``: measured once per (fingerprint, level, threads, CPU, ORT version, attribution version, turn length).
 
     A fresh profile outside ``SUM_OVER_MODEL`` is measured once more and the one
     nearer 1 is kept; it is cached either way, and its :attr:`~HostProfile.warnings`

@@ -21,7 +21,7 @@ from cimsplit.compiler.host_profile import (
     operator_latencies,
     profile_onnx,
 )
-from cimsplit.compiler.ort_profiler import random_inputs
+from cimsplit.compiler.ort_profiler import random_inputs, turns
 from cimsplit.compiler.profile_cache import cache_dir, cached_profile
 from cimsplit.compiler.workload import Operator, Workload
 from cimsplit.errors import CimsplitError
@@ -141,6 +141,15 @@ def test_unnamed_kernels_take_the_profilers_names_in_trace_order_where_the_count
     _name_as_traced(model, events)
     # HardSigmoids in the order they first ran; two Mul kernels traced for one unnamed Mul: left as it was
     assert [node.name for node in model.graph.node] == ["HardSigmoid_4", f"{UNNAMED}1", "HardSigmoid_9", "relu"]
+
+
+def test_sessions_take_turns_of_several_runs_each_after_one_that_fills_the_caches_again():
+    assert turns(warmup=2, runs=12, per_turn=5) == [(2, 5), (1, 5), (1, 2)]
+    assert turns(warmup=0, runs=5, per_turn=5) == [(0, 5)]
+    assert turns(warmup=3, runs=1, per_turn=5) == [(3, 1)]
+    # Two turns: 1 + 5 and 1 + 2 runs of each session, the re-warming run of the second turn not recorded either.
+    profile = profile_onnx(tiny_model(), fingerprint="fp-tiny", runs=7, warmup=1, progress=False, level="off")
+    assert {profile.nodes[name]["samples"] for name in ("conv", "relu", "mul", "flatten", "matmul")} == {7}
 
 
 def test_profiler_removes_its_trace_files(tmp_path, monkeypatch):
