@@ -68,7 +68,7 @@ from cimsplit.compiler.host_model import (
 )
 from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.kernel_attribution import ATTRIBUTION_VERSION, CALIBRATION_ATTRIBUTIONS
-from cimsplit.compiler.ort_profiler import optimized_model, turns
+from cimsplit.compiler.ort_profiler import TURN_RUNS, optimized_model, turns
 from cimsplit.compiler.qdq_kernels import int8_kernels
 from cimsplit.compiler.weight_fetch import ContextLayer, board_reuse
 from cimsplit.compiler.workload import Operator
@@ -325,7 +325,7 @@ def calibrate(
         "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed, "flush_bytes": flush_bytes,
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
         "attribution": ATTRIBUTION_VERSION, "extends": None if extend is None else extend.source, "kept": len(kept),
-        "dropped": dropped, "points": POINTS_VERSION,
+        "dropped": dropped, "points": POINTS_VERSION, "turn_runs": TURN_RUNS,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     })
 
@@ -380,12 +380,14 @@ def _lacking(points: Sequence[GridPoint], earlier: Sequence[Sample], stale: Coll
 
 
 def _check_extendable(earlier: HostModel, threads: int) -> None:
-    """An extended calibration must have been measured here, as this campaign measures."""
+    """An extended calibration must have been measured here, as this campaign measures (its profiles' sessions taking
+    turns of as many runs: before :data:`~.ort_profiler.TURN_RUNS`, run by run)."""
     from cimsplit.compiler.host_profile import cpu_model
 
-    here = {"onnxruntime": ort.__version__, "cpu": cpu_model(), "threads": threads, "attribution": ATTRIBUTION_VERSION}
+    here = {"onnxruntime": ort.__version__, "cpu": cpu_model(), "threads": threads, "attribution": ATTRIBUTION_VERSION,
+            "turns of": TURN_RUNS}
     there = {"onnxruntime": earlier.ort_version, "cpu": earlier.cpu, "threads": earlier.threads,
-             "attribution": earlier.campaign.get("attribution")}
+             "attribution": earlier.campaign.get("attribution"), "turns of": earlier.campaign.get("turn_runs", 1)}
     differ = [key for key in here if here[key] != there[key]
               and not (key == "attribution" and there[key] in CALIBRATION_ATTRIBUTIONS)]
     if differ:

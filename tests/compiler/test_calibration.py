@@ -59,7 +59,7 @@ from cimsplit.compiler.host_model import (
 )
 from cimsplit.compiler.host_variants import op_variants
 from cimsplit.compiler.kernel_attribution import attribute_kernels
-from cimsplit.compiler.ort_profiler import optimized_model
+from cimsplit.compiler.ort_profiler import TURN_RUNS, optimized_model
 from cimsplit.compiler.qdq_kernels import int8_kernels, onnxruntime_converts_int8_pairs, onnxruntime_runs_nchwc
 from cimsplit.errors import CimsplitError
 
@@ -509,7 +509,7 @@ def test_matmul_points_measure_a_product_of_two_activations(tmp_path: Path, kind
 def test_an_extended_calibration_measures_only_the_kinds_it_lacks(tmp_path: Path) -> None:
     """Relu measured before; Relu and Sigmoid asked for: only Sigmoid is measured, Relu's samples are kept as they
     were, and both are fitted; an extension that measures nothing keeps the earlier level.  An earlier calibration at
-    another thread count is refused."""
+    another thread count, or whose profiles took turns run by run, is refused."""
     relu = [GridPoint("Relu", (("c", c), ("h", 8))) for c in (8, 16, 24)]
     sigmoid = [GridPoint("Sigmoid", (("c", c), ("h", 8))) for c in (8, 16, 24)]
     earlier = calibrate(budget_s=30.0, points=relu, runs=1, warmup=0)
@@ -523,6 +523,9 @@ def test_an_extended_calibration_measures_only_the_kinds_it_lacks(tmp_path: Path
     assert nothing_new.campaign["measured"] == 0 and nothing_new.level == "basic"  # (the level its samples were profiled at)
     with pytest.raises(CimsplitError, match="threads 1, this campaign's is 2"):
         calibrate(budget_s=30.0, points=sigmoid, threads=2, extend=earlier)
+    run_by_run = dataclasses.replace(earlier, campaign={key: v for key, v in earlier.campaign.items() if key != "turn_runs"})
+    with pytest.raises(CimsplitError, match=f"turns of 1, this campaign's is {TURN_RUNS}"):  # (its profiles' sessions' turns)
+        calibrate(budget_s=30.0, points=sigmoid, extend=run_by_run)
 
 
 def test_an_extended_calibration_completes_the_gemm_points_it_lacks() -> None:
