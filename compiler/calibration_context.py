@@ -1,7 +1,7 @@
 """Context networks: convs timed in a network of their own, against their points' times (a board's weight reuse).
 
 How much of a weight's fetch a conv's compute hides in a network is the machine's (:mod:`.weight_fetch`): a Zen 3's
-convs hid nearly all of it past 16 output pixels, an Intel Xeon's hardly any at 49-196.  So a campaign times,
+convs hid nearly all of it past 16 output pixels, an Intel Xeon's (profiled run by run) hardly any at 49-196.  So a campaign times,
 once, a chain of 3 x 3 and 1 x 1 convs at each of :data:`CONTEXT_SIZES`, channels rising to 680 and back
 (:data:`CONTEXT_CHANNELS`: 12.5 MB of float weights, more than any core's L2, so that each layer finds its weights
 evicted by the others', as in a network), and measures each of its inner convs as a calibration point of its kind

@@ -37,7 +37,8 @@ def in_network_ns(features: Mapping[str, float], hot_ns: float, flushed_ns: floa
     depthwise convs nearly none (their weights are k x k per channel).  On a Zen 3, with reuse 16, 17 of the
     nine zoo models' 18 sums (float and int8) were within 5 % of their profiles (14 with the weights' whole share,
     ``reuse = inf``).  On an Intel Xeon (AVX-512) ResNet-50's convs at 7 x 7 and 14 x 14 took their flushed
-    times in the network (753 us for 559 hot and 771 flushed), where reuse 16 kept 8 % of the difference.
+    times in the network (753 us for 559 hot and 771 flushed), where reuse 16 kept 8 % of the difference, but
+    that network was profiled run by run (:data:`.ort_profiler.TURN_RUNS`); in turns a board there estimates 64.
     """
     weights, outputs = features["m"] * features["n"], features["n_out"]
     hidden = 1.0 + features["n_mvm"] / reuse
