@@ -16,6 +16,12 @@ It first checks that none of the zoo's GEMM shapes is a calibration sample
 profiles (separate sessions); how far the rounds are from it is printed as the
 errors' noise floor.  No assertion on the figures.
 
+Before each round, some of each calibration's points of the model's kinds are measured again
+(:mod:`cimsplit.compiler.calibration_check`): their median ratios of now to the board's times (GEMM kinds, the
+others) say how much slower or faster this machine runs than when it was calibrated, and the errors are also printed
+with each prediction scaled by its class's ratio ("at now"), which separates the predictor's error from the machine's
+drift.  The targets are the unscaled ones.
+
     .venv/bin/python bench/predictor_error.py --host-model board.json [other.json ...] [--runs 10] [--rounds 3] \\
         [--time-limit 20] [--onnx FILE@x=1,3,48,320 ...] [-o bench/results/predictor_error.txt]
 
@@ -40,6 +46,7 @@ import numpy as np
 import onnx
 
 from cimsplit.cli.table import format_table
+from cimsplit.compiler.calibration_check import SpeedCheck, reference_points, speed_check
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
@@ -81,6 +88,16 @@ def truth_spread(workload: Workload, rounds: list[HostProfile], truth: dict[str,
     return 100 * float(np.mean(conv_mapes)), 100 * float(np.max(sums))
 
 
+def now_then(ratios: dict[str, float] | None) -> str:
+    return "-" if ratios is None else f"{ratios['gemm']:.2f}/{ratios['other']:.2f}"
+
+
+def median_check(checks: list[SpeedCheck]) -> SpeedCheck:
+    """One check whose references' times now are the medians of ``checks``' (the same references, one check a round)."""
+    return SpeedCheck(tuple(dataclasses.replace(r, now_ns=float(np.median([c.references[i].now_ns for c in checks])))
+                            for i, r in enumerate(checks[0].references)))
+
+
 def exported(spec: str) -> tuple[str, Path, dict[str, tuple[int, ...]]]:
     """``--onnx FILE[@NAME=D0,D1,...]`` as (label, path, input shapes)."""
     file, _, shape = spec.partition("@")
@@ -102,13 +119,23 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
         calibrated = {tuple(int(s.features[k]) for k in ("m", "n", "n_mvm")) for s in host_model.samples if "m" in s.features}
         if file is None and calibrated & zoo_shapes:
             raise SystemExit(f"{name}: calibration {calibration} holds zoo shapes {sorted(calibrated & zoo_shapes)[:3]}")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    kinds = {calibration: {operator_kind(op, types, kernels.get(op.name, "")) for op in loaded.workload.operators}
+             for calibration, host_model in host_models.items()
+             for kernels in [int8_kernels(loaded.model.graph, host_model.machine.get("machine"))]}
+    references = {calibration: reference_points(host_model, kinds[calibration], args.references)
+                  for calibration, host_model in host_models.items()}
+    checks: dict[str, list[SpeedCheck]] = {calibration: [] for calibration in host_models}
+    rounds = []
     begin = time.perf_counter()
-    rounds = [profile_model(loaded, runs=args.runs, warmup=2, progress=False) for _ in range(args.rounds)]
+    for _ in range(args.rounds):  # the machine's speed now is measured in the same turns as the truth
+        for calibration, host_model in host_models.items():
+            checks[calibration].append(speed_check(host_model, references[calibration]))
+        rounds.append(profile_model(loaded, runs=args.runs, warmup=2, progress=False))
     profiled_s = time.perf_counter() - begin
     profile = median_profile(rounds)
     truth = operator_latencies(loaded.workload, profile)
     spread_conv, spread_sum = truth_spread(loaded.workload, rounds, truth)
-    types = {node.name: node.op_type for node in loaded.model.graph.node}
     hardware = load_hardware("x86")
     options = SolveOptions(time_limit_s=args.time_limit)
     true_problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
@@ -119,13 +146,17 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
         predicted = predicted_profile(loaded, host_model, allow_unpredicted=file is not None, measured=profile)
         guess = operator_latencies(loaded.workload, predicted)
         kernels = int8_kernels(loaded.model.graph, host_model.machine.get("machine"))
-        errors, conv_errors, by_kind, per_op = [], [], {}, []
+        check = median_check(checks[calibration]) if references[calibration] else None
+        errors, conv_errors, conv_errors_now, by_kind, per_op = [], [], [], {}, []
+        sum_guess_now = 0.0
         for op in loaded.workload.operators:
             if truth[op.name] <= 0 or op.name in predicted.unpredicted:
                 continue  # ORT ran no kernel for it (folded or fused away), or not predicted: no percentage to take
             error = abs(guess[op.name] - truth[op.name]) / truth[op.name]
             errors.append(error)
             kind = operator_kind(op, types, kernels.get(op.name, ""))
+            now = guess[op.name] * (check.ratio_for(kind) if check is not None else float("nan"))
+            sum_guess_now += now
             per_op.append({"name": op.name, "kind": kind, "profiled_ns": truth[op.name], "predicted_ns": guess[op.name],
                            "gemm": [op.m, op.n, op.n_mvm] if op.m is not None else None})
             by_kind.setdefault(kind, [0.0, 0.0])
@@ -133,6 +164,7 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
             by_kind[kind][1] += guess[op.name]
             if op.op_type == "Conv":
                 conv_errors.append(error)
+                conv_errors_now.append(abs(now - truth[op.name]) / truth[op.name])
         guess_problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, predicted))
         chosen = place(guess_problem, options)
         retimed = simulate(true_problem, chosen.schedule.on_host, host_order_by_start(chosen.schedule))
@@ -144,6 +176,9 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
             "convs": len(conv_errors), "mape": mean, "max_ape": worst, "conv_mape": conv_mean, "conv_max_ape": conv_worst,
             "sum_profiled_ns": sum_true, "sum_predicted_ns": sum_guess,
             "sum_error_pct": 100 * (sum_guess - sum_true) / sum_true,
+            "board_now_then": {"gemm": check.ratio_for("Conv"), "other": check.ratio_for("Add")} if check else None,
+            "board_references": [dataclasses.asdict(r) for r in check.references] if check else [],
+            "conv_mape_at_now": _pct(conv_errors_now)[0], "sum_error_at_now_pct": 100 * (sum_guess_now / sum_true - 1),
             "plan_profiled_ns": best.schedule.makespan_ns, "plan_predicted_retimed_ns": retimed.makespan_ns,
             "plan_cost_pct": 100 * (retimed.makespan_ns - best.schedule.makespan_ns) / best.schedule.makespan_ns,
             "solver_status": f"{best.solver.status}/{chosen.solver.status}", "profiled_s": profiled_s,
@@ -167,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="profiles per model; the truth is their per-node median")
     parser.add_argument("--time-limit", type=float, default=20.0)
+    parser.add_argument("--references", type=int, default=32, metavar="N",
+                        help="board points measured again before each round, for the machine's speed now (0: none)")
     parser.add_argument("-o", "--output", type=Path, default=None, help="save the table (and a .json beside it)")
     args = parser.parse_args(argv)
     host_models = {file: HostModel.load(file) for file in args.host_model}
@@ -180,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append([result["model"], *([result["calibration"]] if len(host_models) > 1 else []),
                          str(result["operators"]), f"{result['mape']:.1f}", f"{result['max_ape']:.0f}",
                          f"{result['conv_mape']:.1f}", f"{result['conv_max_ape']:.0f}", f"{result['sum_error_pct']:+.1f}",
-                         f"{result['plan_cost_pct']:+.2f}", f"{result['truth_conv_spread_pct']:.1f}",
+                         f"{result['plan_cost_pct']:+.2f}", now_then(result["board_now_then"]),
+                         f"{result['conv_mape_at_now']:.1f}", f"{result['sum_error_at_now_pct']:+.1f}",
+                         f"{result['truth_conv_spread_pct']:.1f}",
                          f"{result['truth_sum_spread_pct']:.1f}", result["solver_status"], " ".join(result["unpredicted"]) or "-"])
             print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     lines = [
@@ -198,11 +237,14 @@ def main(argv: list[str] | None = None) -> int:
         "# targets (issue 16): conv MAPE <= 8 %, |sum error| <= 5 %, plan cost <= 2 %",
         "# rounds' conv % / sum %: the noise floor, how far the rounds are from their median (convs' mean absolute "
         "difference; the largest |difference| of a round's sum)",
+        f"# board now/then: the median ratios of {args.references} of the calibration's points (of the model's kinds) "
+        "measured again before each round to the board's times, GEMM kinds / the others; 'at now': the predictions "
+        "scaled by their class's",
         "",
         format_table(["model", *(["calibration"] if len(host_models) > 1 else []), "ops", "MAPE %", "max %", "conv MAPE %",
-                      "conv max %", "sum err %", "plan cost %", "rounds' conv %", "rounds' sum %", "solver",
-                      "not predicted (profiled)"],
-                     rows, [False, *([False] if len(host_models) > 1 else []), *[True] * 9, False, False]),
+                      "conv max %", "sum err %", "plan cost %", "board now/then", "conv MAPE at now %",
+                      "sum err at now %", "rounds' conv %", "rounds' sum %", "solver", "not predicted (profiled)"],
+                     rows, [False, *([False] if len(host_models) > 1 else []), *[True] * 12, False, False]),
         "",
         "per kind, sum of T_host profiled -> predicted (ms):",
     ]

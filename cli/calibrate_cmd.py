@@ -3,6 +3,7 @@
     cimsplit calibrate -o board.json [--threads 1] [--int8] [--budget-s 300] [--runs 5] [--warmup 2] [--force]
     cimsplit calibrate -o new.json --refit board.json
     cimsplit calibrate -o new.json --extend board.json [--budget-s 300]
+    cimsplit calibrate --check board.json [--points 24]
 
 ``--refit`` measures nothing: it fits the samples an earlier calibration
 recorded with this cimsplit's predictors and writes them with that
@@ -11,7 +12,9 @@ calibration's samples (of this machine, onnxruntime and thread count) and
 measures only what it lacks: kinds it has none of, GEMM points its grid or
 budget did not reach, and the kinds whose points this cimsplit measures otherwise
 (calibration's ``POINTS_VERSION``); its samples of points the grid no longer has, and of
-those kinds, are dropped.
+those kinds, are dropped.  ``--check`` writes nothing: it measures some of a
+calibration's points again here (:mod:`cimsplit.compiler.calibration_check`) and
+says how much faster or slower this machine runs than the calibration says.
 
 Runs the micro-benchmark grid of :mod:`cimsplit.compiler.calibration` (one
 operator per model, profiled as ``cimsplit profile`` profiles) until the time
@@ -40,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Measure one-operator models over a fixed grid of GEMM shapes and element counts with "
                     "onnxruntime, as host profiling measures, and fit a latency predictor per operator kind.",
     )
-    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="calibration JSON to write")
+    parser.add_argument("-o", "--output", metavar="FILE", help="calibration JSON to write")
     parser.add_argument("--threads", type=int, default=1, metavar="N", help="ORT intra-op threads (default 1)")
     parser.add_argument("--int8", action="store_true", help="also calibrate int8 QDQ operators, with their kernel variants (most of the budget)")
     parser.add_argument("--budget-s", type=float, default=300.0, metavar="SECONDS", help="time budget (default 300)")
@@ -50,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="fit the samples of an earlier calibration again with this cimsplit's predictors (no measuring)")
     parser.add_argument("--extend", metavar="CALIBRATION", default=None,
                         help="keep an earlier calibration's samples and measure only the kinds and GEMM points it lacks")
+    parser.add_argument("--check", metavar="CALIBRATION", default=None,
+                        help="measure some of a calibration's points again and compare this machine's speed with it (writes nothing)")
+    parser.add_argument("--points", type=int, default=24, metavar="N", help="points --check measures (default 24)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (or, in a log, no progress lines)")
     parser.set_defaults(func=run)
@@ -85,6 +91,12 @@ class CampaignProgress:
 def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.calibration import calibrate
 
+    if args.check is not None:
+        if args.output is not None or args.refit is not None or args.extend is not None:
+            raise CimsplitError("--check writes nothing: pass it without -o, --refit or --extend")
+        return check(args.check, args.points)
+    if args.output is None:
+        raise CimsplitError("calibrate needs -o FILE, the calibration to write (or --check CALIBRATION)")
     output = Path(args.output)
     if output.is_dir():
         raise CimsplitError(f"{output} is a directory", hint="pass -o with a file name")
@@ -132,4 +144,42 @@ def run(args: argparse.Namespace) -> int:
     if load > (os.cpu_count() or 1) / 2:
         print(f"note: load average {load:.1f} while calibrating; latencies measured on a busy machine are noisy")
     print(f"wrote {output}")
+    return 0
+
+
+SPEED_TOLERANCE = 0.10
+"""How far this machine's speed may be from a calibration's before ``--check`` says its predictions are off."""
+
+
+def check(source: str, count: int) -> int:
+    """``--check``: measure up to ``count`` of the calibration's points here and print how the times compare."""
+    import onnxruntime as ort
+
+    from cimsplit.compiler.calibration_check import reference_points, speed_check
+    from cimsplit.compiler.host_model import HostModel
+    from cimsplit.compiler.host_profile import cpu_model
+
+    if count < 1:
+        raise CimsplitError(f"--points must be at least 1, not {count}")
+    board = HostModel.load(source)
+    references = reference_points(board, count=count)
+    if not references:
+        raise CimsplitError(f"{source} has no samples to measure again", hint="calibrate the board anew")
+    print(f"{source}: calibrated {board.campaign.get('created', 'at an unrecorded time')} on {board.cpu}, "
+          f"onnxruntime {board.ort_version}, {board.threads} thread(s)")
+    for what, there, here in (("cpu", board.cpu, cpu_model()), ("onnxruntime", board.ort_version, ort.__version__)):
+        if there != here:
+            print(f"note: this machine's {what} is {here}, not the calibration's")
+    result = speed_check(board, references)
+    low, high = result.quartiles()
+    kinds = ", ".join(f"{kind} {ratio:.2f}" for kind, ratio in result.by_kind().items())
+    print(f"measured {len(references)} of its points again: time now / then, median {result.ratio:.3f} "
+          f"(quartiles {low:.3f}-{high:.3f}); by kind: {kinds}")
+    change = result.ratio - 1
+    if abs(change) <= SPEED_TOLERANCE:
+        print(f"this machine runs as calibrated (within {100 * SPEED_TOLERANCE:.0f} %)")
+    else:
+        print(f"this machine runs {100 * abs(change):.0f} % {'slower' if change > 0 else 'faster'} than calibrated: "
+              f"predicted host latencies are {100 * abs(change) / result.ratio:.0f} % {'low' if change > 0 else 'high'} "
+              "here (calibrate it anew, or measure when it is quiet)")
     return 0

@@ -1,0 +1,115 @@
+"""`calibrate --check`: which of a board's points are measured again, and what the ratio of the times says.
+
+The boards are written by hand from the grid's own points, with times chosen so that every choice is known:
+Conv samples at 20 us (too short), 100, 200 and 300 us and 3 ms (too long); Gemm samples at 150, 250 and 400 us;
+one Relu sample (an element point, matched by its element count) at 120 us.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import onnxruntime as ort
+import pytest
+
+from cimsplit.cli import main
+from cimsplit.compiler.calibration_check import Reference, SpeedCheck, hot_ns, reference_points, speed_check
+from cimsplit.compiler.calibration_grid import gemm_descriptors, grid
+from cimsplit.compiler.host_model import HostModel, Sample
+
+CONV_US = (20, 100, 200, 300, 3000)
+GEMM_US = (150, 250, 400)
+
+
+def _unique_points(kind: str, count: int):
+    """``count`` grid points of ``kind`` whose GEMM descriptors no other point of the kind has."""
+    points = [p for p in grid() if p.kind == kind and gemm_descriptors(p) is not None]
+    named = Counter(gemm_descriptors(p) for p in points)
+    return [p for p in points if named[gemm_descriptors(p)] == 1][:count]
+
+
+def _sample(point, t_us: float) -> Sample:
+    m, n, n_mvm = gemm_descriptors(point)
+    # flushed samples fit a mix of their two times: the check compares the time as it is (the first)
+    return Sample(point.kind, {"m": m, "n": n, "n_mvm": n_mvm}, 9e9, (1000.0 * t_us, 5e9))
+
+
+def _board(path: Path | None = None) -> HostModel:
+    samples = [_sample(p, t) for p, t in zip(_unique_points("Conv", 5), CONV_US, strict=True)]
+    samples += [_sample(p, t) for p, t in zip(_unique_points("Gemm", 3), GEMM_US, strict=True)]
+    shared = Counter(gemm_descriptors(p) for p in grid() if p.kind == "Conv" and gemm_descriptors(p) is not None)
+    twice = next(p for p in grid() if p.kind == "Conv" and gemm_descriptors(p) is not None and shared[gemm_descriptors(p)] > 1)
+    samples.append(_sample(twice, 200))  # two convs of one GEMM shape: which one it measured is unknown
+    relu = next(p for p in grid() if p.kind == "Relu")
+    samples.append(Sample("Relu", {"n_in": relu.elements(), "n_out": relu.elements()}, 120_000.0))
+    board = HostModel(ort_version=ort.__version__, cpu="test board", machine={"machine": "test"}, threads=1, level="all",
+                      int8=False, fits={}, samples=tuple(samples), campaign={"created": "2026-01-01T00:00:00Z", "runs": 1, "warmup": 0})
+    if path is not None:
+        board.save(path)
+    return board
+
+
+def _times_us(references) -> list[float]:
+    return [hot_ns(sample) / 1000 for _, sample in references]
+
+
+def test_references_take_kinds_in_turn_at_evenly_spaced_quantiles_within_the_bounds() -> None:
+    board = _board()
+    assert _times_us(reference_points(board, count=4)) == [100, 150, 120, 300]  # Conv 100/200/300: quantiles 1/4, 3/4
+    assert _times_us(reference_points(board, count=3)) == [200, 250, 120]  # one each: the medians
+    assert _times_us(reference_points(board, {"Gemm"}, count=3)) == [150, 250, 400]
+    assert _times_us(reference_points(board, {"Sigmoid"}, count=3)) == [200, 250, 120]  # no samples of the kinds: all
+    assert _times_us(reference_points(board, count=99)) == [100, 150, 120, 200, 250, 300, 400]
+    assert all(point.kind == sample.kind for point, sample in reference_points(board, count=99))
+
+
+def test_the_check_is_the_median_ratio_of_the_times_now_to_the_board_s() -> None:
+    board = _board()
+    references = reference_points(board, count=99)
+    now_us = dict(zip((point for point, _ in references), (110, 180, 150, 260, 250, 390, 360), strict=True))
+    check = speed_check(board, references, measure=lambda point: 1000.0 * now_us[point])
+    assert [round(r.ratio, 4) for r in check.references] == [1.1, 1.2, 1.25, 1.3, 1.0, 1.3, 0.9]
+    assert check.ratio == pytest.approx(1.2)
+    assert check.quartiles() == pytest.approx((1.05, 1.275))
+    assert check.by_kind() == pytest.approx({"Conv": 1.3, "Gemm": 1.0, "Relu": 1.25})  # 1.1, 1.3, 1.3 and 1.2, 1.0, 0.9
+    assert check.ratio_for("int8:Conv-s8in") == pytest.approx(1.15) and check.ratio_for("Add") == 1.25
+    assert SpeedCheck(check.references[:1]).ratio_for("Add") == pytest.approx(1.1)  # no element reference: all
+
+
+def test_a_real_measurement_of_a_reference() -> None:
+    board = _board()
+    references = reference_points(board, {"Conv"}, count=1)
+    (reference,) = speed_check(board, references).references  # the median Conv
+    assert reference.then_ns == 200_000.0 and reference.now_ns > 0 and reference.ratio == reference.now_ns / 200_000.0
+    assert SpeedCheck((reference,)).ratio == reference.ratio and isinstance(reference, Reference)
+
+
+def _error(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def test_calibrate_check_prints_the_speed_and_writes_nothing(tmp_path: Path, capsys) -> None:
+    board = tmp_path / "board.json"
+    _board(board)
+    before = sorted(tmp_path.iterdir())
+    assert main(["calibrate", "--check", str(board), "--points", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated 2026-01-01T00:00:00Z on test board" in out and "note: this machine's cpu is" in out
+    assert "measured 1 of its points again: time now / then, median" in out and "by kind: Conv " in out
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_calibrate_check_errors(tmp_path: Path, capsys) -> None:
+    board = tmp_path / "board.json"
+    _board(board)
+    assert "writes nothing" in _error(capsys, ["calibrate", "--check", str(board), "-o", str(tmp_path / "x.json")])
+    assert "needs -o FILE" in _error(capsys, ["calibrate"])
+    assert "--points must be at least 1" in _error(capsys, ["calibrate", "--check", str(board), "--points", "0"])
+    HostModel(ort_version=ort.__version__, cpu="test board", machine={}, threads=1, level="all", int8=False,
+              fits={}).save(tmp_path / "empty.json")
+    assert "no samples to measure" in _error(capsys, ["calibrate", "--check", str(tmp_path / "empty.json")])
+    assert "does not exist" in _error(capsys, ["calibrate", "--check", str(tmp_path / "missing.json")])
