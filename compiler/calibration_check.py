@@ -16,6 +16,7 @@ GEMM kinds' ratio and the others' are kept apart (:meth:`SpeedCheck.ratio_for`).
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -87,9 +88,10 @@ def _sample_shapes(sample: Sample) -> list[tuple[int, ...]]:
 
 
 def reference_points(board: HostModel, kinds: Collection[str] | None = None, count: int = 24) -> list[tuple[GridPoint, Sample]]:
-    """Up to ``count`` of the board's points of ``kinds`` (all its kinds when None, or when it has none of them), each
-    with its sample: kinds taken in turn, and within a kind the points at evenly spaced quantiles of its samples'
-    times (one: the median) between :data:`REFERENCE_MIN_NS` and :data:`REFERENCE_MAX_NS`.  Deterministic."""
+    """Up to ``count`` of the board's points of ``kinds`` (all its kinds when None, or when it has none of them),
+    each with its sample: kinds taken in turn (a GEMM kind, another, in name order), and within a kind the points at
+    evenly spaced quantiles of its samples' times (one: the median) between :data:`REFERENCE_MIN_NS` and
+    :data:`REFERENCE_MAX_NS`.  Deterministic."""
     points = grid(int8=board.int8, seed=int(board.campaign.get("seed", 0)))
     named = Counter((p.kind, shape(p)) for p in points)
     unique = {(p.kind, shape(p)): p for p in points if named[(p.kind, shape(p))] == 1}
@@ -101,6 +103,8 @@ def reference_points(board: HostModel, kinds: Collection[str] | None = None, cou
         if point is not None:
             by_kind.setdefault(sample.kind, []).append((point, sample))
     wanted = [kind for kind in sorted(by_kind) if kinds is None or kind in kinds] or sorted(by_kind)
+    gemm, other = [k for k in wanted if is_gemm_kind(k)], [k for k in wanted if not is_gemm_kind(k)]
+    wanted = [k for pair in itertools.zip_longest(gemm, other) for k in pair if k is not None]  # the classes in turn
     spread = {}
     for kind in wanted:
         pairs = sorted(by_kind[kind], key=lambda pair: hot_ns(pair[1]))

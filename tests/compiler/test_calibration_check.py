@@ -56,20 +56,20 @@ def _times_us(references) -> list[float]:
 
 def test_references_take_kinds_in_turn_at_evenly_spaced_quantiles_within_the_bounds() -> None:
     board = _board()
-    assert _times_us(reference_points(board, count=4)) == [100, 150, 120, 300]  # Conv 100/200/300: quantiles 1/4, 3/4
-    assert _times_us(reference_points(board, count=3)) == [200, 250, 120]  # one each: the medians
+    assert _times_us(reference_points(board, count=4)) == [100, 120, 150, 300]  # Conv 100/200/300: quantiles 1/4, 3/4
+    assert _times_us(reference_points(board, count=3)) == [200, 120, 250]  # one each: the medians
     assert _times_us(reference_points(board, {"Gemm"}, count=3)) == [150, 250, 400]
-    assert _times_us(reference_points(board, {"Sigmoid"}, count=3)) == [200, 250, 120]  # no samples of the kinds: all
-    assert _times_us(reference_points(board, count=99)) == [100, 150, 120, 200, 250, 300, 400]
+    assert _times_us(reference_points(board, {"Sigmoid"}, count=3)) == [200, 120, 250]  # no samples of the kinds: all
+    assert _times_us(reference_points(board, count=99)) == [100, 120, 150, 200, 250, 300, 400]
     assert all(point.kind == sample.kind for point, sample in reference_points(board, count=99))
 
 
 def test_the_check_is_the_median_ratio_of_the_times_now_to_the_board_s() -> None:
     board = _board()
     references = reference_points(board, count=99)
-    now_us = dict(zip((point for point, _ in references), (110, 180, 150, 260, 250, 390, 360), strict=True))
+    now_us = dict(zip((point for point, _ in references), (110, 150, 180, 260, 250, 390, 360), strict=True))
     check = speed_check(board, references, measure=lambda point: 1000.0 * now_us[point])
-    assert [round(r.ratio, 4) for r in check.references] == [1.1, 1.2, 1.25, 1.3, 1.0, 1.3, 0.9]
+    assert [round(r.ratio, 4) for r in check.references] == [1.1, 1.25, 1.2, 1.3, 1.0, 1.3, 0.9]
     assert check.ratio == pytest.approx(1.2)
     assert check.quartiles() == pytest.approx((1.05, 1.275))
     assert check.by_kind() == pytest.approx({"Conv": 1.3, "Gemm": 1.0, "Relu": 1.25})  # 1.1, 1.3, 1.3 and 1.2, 1.0, 0.9
