@@ -65,10 +65,6 @@ class SpeedCheck:
         same = [r.ratio for r in self.references if is_gemm_kind(r.kind) == is_gemm_kind(kind)]
         return float(np.median(same)) if same else self.ratio
 
-    def by_kind(self) -> dict[str, float]:
-        kinds = sorted({r.kind for r in self.references})
-        return {kind: float(np.median([r.ratio for r in self.references if r.kind == kind])) for kind in kinds}
-
 
 def hot_ns(sample: Sample) -> float:
     """A sample's time as measured without a flush (what the check measures again)."""
