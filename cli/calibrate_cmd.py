@@ -164,15 +164,18 @@ def check(source: str, count: int) -> int:
     board = HostModel.load(source)
     references = reference_points(board, count=count)
     if not references:
-        raise CimsplitError(f"{source} has no samples to measure again", hint="calibrate the board anew")
+        raise CimsplitError(f"none of the samples of {source} is a point this cimsplit can measure again",
+                            hint="calibrate the board anew")
     print(f"{source}: calibrated {board.campaign.get('created', 'at an unrecorded time')} on {board.cpu}, "
           f"onnxruntime {board.ort_version}, {board.threads} thread(s)")
     for what, there, here in (("cpu", board.cpu, cpu_model()), ("onnxruntime", board.ort_version, ort.__version__)):
         if there != here:
             print(f"note: this machine's {what} is {here}, not the calibration's")
     result = speed_check(board, references)
+    if not result.references:
+        raise CimsplitError(f"none of the {len(references)} points of {source} tried could be measured here as its kind")
     low, high = result.quartiles()
-    print(f"measured {len(references)} of its points again: time now / then, median {result.ratio:.3f} "
+    print(f"measured {len(result.references)} of its points again: time now / then, median {result.ratio:.3f} "
           f"(quartiles {low:.3f}-{high:.3f}); GEMM kinds {result.ratio_for('Conv'):.3f}, the others {result.ratio_for('Add'):.3f}")
     change = result.ratio - 1
     if abs(change) <= SPEED_TOLERANCE:

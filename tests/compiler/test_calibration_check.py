@@ -77,6 +77,19 @@ def test_the_check_is_the_median_ratio_of_the_times_now_to_the_board_s() -> None
     assert SpeedCheck(check.references[:1]).ratio_for("Add") == pytest.approx(1.1)  # no element reference: all
 
 
+def test_a_point_that_cannot_be_measured_as_its_kind_is_left_out() -> None:
+    board = _board()
+    references = reference_points(board, count=3)
+
+    def measure(point) -> float:
+        if point.kind == "Gemm":
+            raise RuntimeError("calibration point yields operators MatMul, not Gemm")
+        return 2.0 * 1000 * (200 if point.kind == "Conv" else 120)
+
+    check = speed_check(board, references, measure=measure)
+    assert [r.kind for r in check.references] == ["Conv", "Relu"] and check.ratio == 2.0
+
+
 def test_a_real_measurement_of_a_reference() -> None:
     board = _board()
     references = reference_points(board, {"Conv"}, count=1)
@@ -111,5 +124,5 @@ def test_calibrate_check_errors(tmp_path: Path, capsys) -> None:
     assert "--points must be at least 1" in _error(capsys, ["calibrate", "--check", str(board), "--points", "0"])
     HostModel(ort_version=ort.__version__, cpu="test board", machine={}, threads=1, level="all", int8=False,
               fits={}).save(tmp_path / "empty.json")
-    assert "no samples to measure" in _error(capsys, ["calibrate", "--check", str(tmp_path / "empty.json")])
+    assert "none of the samples of" in _error(capsys, ["calibrate", "--check", str(tmp_path / "empty.json")])
     assert "does not exist" in _error(capsys, ["calibrate", "--check", str(tmp_path / "missing.json")])
