@@ -13,7 +13,7 @@ DQs that only keep a pair int8 (:func:`point_time`) and the layout glue onnxrunt
 (:func:`host_glue.glue_kernels`: an int8 element point's Transpose out of the NHWC chain and its graph output's
 DequantizeLinear, which a network runs only where its own graph has them, and the predictor adds then).
 A point with a weight is profiled a second time after reading the machine's last-level cache's worth of memory,
-at most 128 MiB (:func:`calibration_models.flushed`, :func:`flush_bytes_for`), and its weights' share of what
+at most 128 MiB (:func:`.cache_flush.flushed`, :func:`.cache_flush.flush_bytes_for`), and its weights' share of what
 that adds, less what its compute hides, is kept (:func:`.weight_fetch.in_network_ns`; the sample records both times,
 so a refit can mix them again):
 a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
@@ -40,19 +40,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from cimsplit.compiler.cache_flush import FLUSH_PREFIX, flush_buffer, flush_bytes_for, flushed
 from cimsplit.compiler.calibration_context import measure_context
 from cimsplit.compiler.calibration_grid import LARGE, gemm_descriptors, gemm_key, grid, has_weights
-from cimsplit.compiler.calibration_models import (
-    FLUSH_PREFIX,
-    FORK_PREFIX,
-    MEASURED_NODE,
-    GridPoint,
-    build_glue_point,
-    build_point,
-    flush_buffer,
-    flushed,
-    keep_int8,
-)
+from cimsplit.compiler.calibration_models import FORK_PREFIX, MEASURED_NODE, GridPoint, build_glue_point, build_point, keep_int8
 from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_glue import GLUE_PREFIX, glue_kernels
 from cimsplit.compiler.host_model import (
@@ -74,8 +65,7 @@ from cimsplit.compiler.weight_fetch import ContextLayer, board_reuse
 from cimsplit.compiler.workload import Operator
 from cimsplit.errors import CimsplitError
 
-__all__ = ["point_model", "measure_point", "measured_operator", "calibrate", "fitted_model", "point_time",
-           "last_level_cache_bytes", "flush_bytes_for", "FLUSH_CAP_BYTES"]
+__all__ = ["point_model", "measure_point", "measured_operator", "calibrate", "fitted_model", "point_time"]
 
 log = logging.getLogger(__name__)
 
@@ -147,39 +137,6 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
         return (Sample(point.kind, {"n_in": elements, "n_out": elements}, sum(point_time(o, profile.nodes) for o, _ in kinds)),
                 level)
     return Sample(point.kind, operator_features(op), point_time(op, profile.nodes)), level
-
-
-SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
-"""Where Linux lists this machine's caches (one ``index*`` folder each, with its ``size``)."""
-
-FLUSH_CAP_BYTES = 128 << 20
-"""The most the flush reads, whatever cache size the machine reports.  An Intel Xeon VM reports a 480 MiB L3
-(shared with its host's other tenants); there, after a 128 MiB read, 1x1 convs on one pixel (the most
-flush-sensitive points: 12->320 up to 1360->344 channels) took what they took after 480 MiB (within the
-run-to-run noise: 31.5-34 us for 576->144, 131-132 for 1360->344), while 32 MiB left them at half that.  Reading
-480 MiB before every run of every weighted point let a 4,800 s campaign measure only half the grid.  A
-network evicts at most what it touches between two uses of a layer's weights, less than this for the zoo's."""
-
-
-def flush_bytes_for(caches: Path = SYSFS_CACHES) -> int:
-    """What the flush reads on this machine: its largest cache (:func:`last_level_cache_bytes`), at most
-    :data:`FLUSH_CAP_BYTES`."""
-    return min(last_level_cache_bytes(caches), FLUSH_CAP_BYTES)
-
-
-def last_level_cache_bytes(caches: Path = SYSFS_CACHES) -> int:
-    """The largest CPU cache of this machine (Linux sysfs), 32 MiB where it cannot be read."""
-    sizes = []
-    for index in caches.glob("index*"):
-        try:
-            text = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-        number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
-        if number.isdigit():
-            sizes.append(int(number) * unit)
-    return max(sizes, default=32 << 20)
 
 
 def point_time(op: Operator, nodes: Mapping[str, Mapping[str, Any]]) -> float:

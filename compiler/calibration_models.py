@@ -10,13 +10,11 @@ Flatten is read by a Relu (a view in a network, a copy as the graph's output); a
 quantizer would leave float (:data:`FLOAT_OUTPUTS`) is read by a conv.  :func:`keep_int8` adds
 the fork after which onnxruntime keeps a quantized side int8 (the ``-s8in`` /
 ``-s8out`` / ``-s8`` kernel kinds).  A fused kind's activation (``Conv-depthwise+Clip``) follows the measured conv.
-:func:`flushed` reads a last-level cache's worth of memory before a GEMM point runs, so its weights come
-from memory, as a network's layer finds them after the other layers ran.
+A GEMM point is also measured :func:`~.cache_flush.flushed`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,8 +28,7 @@ from cimsplit.compiler.host_glue import GLUE_PREFIX, NCHWC_DOMAIN
 from cimsplit.compiler.host_model import FUSED_SEPARATOR, INT8_PREFIX, anchor_kind, plain_kind
 from cimsplit.compiler.host_variants import LAST_AXIS, SECOND_LAST_AXIS
 
-__all__ = ["conv_pad", "MEASURED_NODE", "FORK_PREFIX", "FLUSH_PREFIX", "GridPoint", "build_point", "build_glue_point", "keep_int8", "flushed",
-           "flush_buffer"]
+__all__ = ["conv_pad", "MEASURED_NODE", "FORK_PREFIX", "GridPoint", "build_point", "build_glue_point", "keep_int8"]
 
 
 @dataclass(frozen=True)
@@ -82,8 +79,6 @@ MEASURED_NODE = "calibration_measured"
 """The measured node's name when its neighbours are of its own kind (a Conv between convs)."""
 FORK_PREFIX = "calibration_fork_"
 """Names of the DequantizeLinear nodes :func:`keep_int8` adds (graph outputs no network has: never charged)."""
-FLUSH_PREFIX = "calibration_flush"
-"""The graph input :func:`flushed` reads; its nodes' names start with it."""
 IMAGE_CHANNELS = 3
 """Conv points with this many input channels read the graph input, as a network's first conv does."""
 _OPSET = 17
@@ -358,36 +353,3 @@ def keep_int8(model: onnx.ModelProto, *, inputs: bool, outputs: bool) -> onnx.Mo
         graph.node.append(helper.make_node("DequantizeLinear", [q.output[0], *q.input[1:]], [name], name=name))
         graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
     return onnx.shape_inference.infer_shapes(model)
-
-
-def flushed(model: onnx.ModelProto, flush_bytes: int) -> onnx.ModelProto:
-    """``model`` reading a graph input of ``flush_bytes`` (:data:`FLUSH_PREFIX`) before its input ``x`` reaches its nodes.
-
-    The read's maximum, times zero, is added to ``x``: the point's nodes then run after the read, on an input
-    just written (in cache, as its producer leaves it in a network) and with weights the read evicted (a
-    network's other layers evict them between two inferences).  On Zen 4, with 32 MiB: a 1152 -> 48 1x1 conv
-    at 1 x 1, 5.5 us alone, 15 us so, 13-16 us in EfficientNet-B0; a 64 -> 64 3x3 conv at 56 x 56 within 2 %
-    (its weights are a small part of what it reads).  The buffer is fed, not generated (:func:`flush_buffer`).
-    """
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    graph, x, name = model.graph, "x", FLUSH_PREFIX
-    for node in graph.node:
-        node.input[:] = [f"{name}_x" if value == x else value for value in node.input]
-    graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [max(1, flush_bytes // 4)]))
-    graph.initializer.append(numpy_helper.from_array(np.array(0.0, np.float32), f"{name}_zero"))
-    make = helper.make_node
-    nodes = [
-        make("ReduceMax", [name], [f"{name}_max"], name=f"{name}_read", keepdims=0),
-        make("Mul", [f"{name}_max", f"{name}_zero"], [f"{name}_nothing"], name=f"{name}_mul"),
-        make("Add", [x, f"{name}_nothing"], [f"{name}_x"], name=f"{name}_add"),
-    ]
-    nodes.extend(graph.node)
-    del graph.node[:]
-    graph.node.extend(nodes)
-    return onnx.shape_inference.infer_shapes(model)
-
-
-@functools.lru_cache(maxsize=1)
-def flush_buffer(flush_bytes: int) -> np.ndarray:
-    """The input :func:`flushed` reads, written once (ones: pages of their own, not the shared zero page)."""
-    return np.ones(max(1, flush_bytes // 4), np.float32)

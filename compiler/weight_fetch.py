@@ -28,7 +28,7 @@ REUSE_CANDIDATES = (4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, mat
 
 def in_network_ns(features: Mapping[str, float], hot_ns: float, flushed_ns: float, reuse: float = WEIGHT_REUSE) -> float:
     """A GEMM operator's time in a network, from its point's time as it is (``hot_ns``) and flushed
-    (:func:`cimsplit.compiler.calibration_models.flushed`).
+    (:func:`cimsplit.compiler.cache_flush.flushed`).
 
     What the flush adds is split between weights and outputs by their element counts (``m * n`` weights,
     ``n_out`` outputs), and of the weights' share only what the conv's compute does not hide:

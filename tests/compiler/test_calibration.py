@@ -13,10 +13,9 @@ import onnxruntime as ort
 import pytest
 
 from cimsplit.compiler import calibration
+from cimsplit.compiler.cache_flush import FLUSH_PREFIX, flush_buffer, flush_bytes_for, last_level_cache_bytes
 from cimsplit.compiler.calibration import (
     calibrate,
-    flush_bytes_for,
-    last_level_cache_bytes,
     measure_point,
     measured_operator,
     point_model,
@@ -44,7 +43,7 @@ from cimsplit.compiler.calibration_grid import (
     grid,
     has_weights,
 )
-from cimsplit.compiler.calibration_models import BLOCKED_KINDS, FLUSH_PREFIX, IMAGE_CHANNELS, MEASURED_NODE, build_point, flush_buffer
+from cimsplit.compiler.calibration_models import BLOCKED_KINDS, IMAGE_CHANNELS, MEASURED_NODE, build_point
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_chains import CHAIN_KINDS, KERNEL_KINDS
 from cimsplit.compiler.host_glue import GLUE_KINDS, REORDER_KINDS
