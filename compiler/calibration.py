@@ -4,7 +4,8 @@ The grid is :mod:`.calibration_grid`'s.  Each point is a one-node ONNX model fro
 the context a network gives it (a conv or depthwise conv between two
 pointwise convs, so onnxruntime keeps its blocked layout across it; an int8
 element-wise op reading convs' outputs, an int8 activation an Add of two
-convs; a float Concat between convs; a Reshape or Flatten read by another op;
+convs; a float Concat between convs; a Reshape or Flatten read by another op; a quantized SiLU, whose
+sample is its nodes after the conv it follows;
 int8: the same model through the zoo's QDQ recipe, ``models/quantize.py``), loaded by the front
 end and profiled with :func:`host_profile.profile_model` — the optimization
 level, threads and attribution of host profiling itself — and the
@@ -45,6 +46,7 @@ from cimsplit.compiler.calibration_context import measure_context
 from cimsplit.compiler.calibration_grid import LARGE, gemm_descriptors, gemm_key, grid, has_weights
 from cimsplit.compiler.calibration_models import FORK_PREFIX, MEASURED_NODE, GridPoint, build_glue_point, build_point, keep_int8
 from cimsplit.compiler.host_chains import CHAIN_KINDS
+from cimsplit.compiler.host_fused import QUANTIZED_SILU, activation_nodes
 from cimsplit.compiler.host_glue import GLUE_PREFIX, glue_kernels
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
@@ -52,6 +54,7 @@ from cimsplit.compiler.host_model import (
     Sample,
     anchor_kind,
     fit_samples,
+    fused_activations,
     is_gemm_kind,
     operator_features,
     operator_kind,
@@ -125,6 +128,11 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
     variants = op_variants(loaded.model, optimized)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, "")))
              for op in loaded.workload.operators]
+    if point.kind == QUANTIZED_SILU:  # the first conv's activation nodes, as a network's conv has them
+        op = next(o for o, _ in kinds if fused_activations(o, node_types))
+        profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
+        t_ns = math.fsum(float(profile.nodes[node]["median_ns"]) for node in activation_nodes(op, node_types) if node in profile.nodes)
+        return Sample(point.kind, {"n_in": float(op.n_out), "n_out": float(op.n_out)}, t_ns), str(getattr(profile, "level", "off"))
     op = None if point.kind in CHAIN_KINDS else measured_operator(point, kinds)
     glue = frozenset[str]()  # the layout glue in the operator's region: the predictor adds a network's own
     if op is not None and optimized is not None:

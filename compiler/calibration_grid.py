@@ -23,6 +23,7 @@ import numpy as np
 
 from cimsplit.compiler.calibration_models import BLOCKED_KINDS, IMAGE_CHANNELS, GridPoint, conv_pad
 from cimsplit.compiler.host_chains import CHAIN_KINDS
+from cimsplit.compiler.host_fused import QUANTIZED_SILU
 from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX, REORDER_KINDS
 from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, RUNS_IN_FLOAT, anchor_kind, plain_kind
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs, onnxruntime_runs_nchwc
@@ -305,6 +306,8 @@ def grid(int8: bool = False, seed: int = 0, held_out: Iterable[tuple[int, int, i
                 for suffix in KERNEL_SUFFIXES:
                     queues.append((_WEIGHTS.get(kind, 1), [GridPoint(INT8_PREFIX + p.kind + suffix, p.params, p.variant)
                                                     for p in order]))
+    if int8:  # a quantized conv's SiLU, as the nodes after a conv (:data:`~.host_fused.QUANTIZED_SILU`), own stream, last
+        queues.append((1, [GridPoint(QUANTIZED_SILU, p.params) for p in _element_points("Relu", np.random.default_rng(seed + 9))]))
     ordered: list[GridPoint] = []
     while any(points for _, points in queues):
         for weight, points in queues:

@@ -9,7 +9,8 @@ and feeds a conv, a float pool sits between two (onnxruntime runs them on their 
 Flatten is read by a Relu (a view in a network, a copy as the graph's output); an int8 op whose graph output the
 quantizer would leave float (:data:`FLOAT_OUTPUTS`) is read by a conv.  :func:`keep_int8` adds
 the fork after which onnxruntime keeps a quantized side int8 (the ``-s8in`` /
-``-s8out`` / ``-s8`` kernel kinds).  A fused kind's activation (``Conv-depthwise+Clip``) follows the measured conv.
+``-s8out`` / ``-s8`` kernel kinds).  A fused kind's activation (``Conv-depthwise+Clip``) follows the measured conv;
+a quantized SiLU (:data:`~.host_fused.QUANTIZED_SILU`) sits between two 1x1 convs, the first's activation.
 A GEMM point is also measured :func:`~.cache_flush.flushed`.
 """
 
@@ -24,6 +25,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.fusion import ACTIVATIONS
+from cimsplit.compiler.host_fused import QUANTIZED_SILU
 from cimsplit.compiler.host_glue import GLUE_PREFIX, NCHWC_DOMAIN
 from cimsplit.compiler.host_model import FUSED_SEPARATOR, INT8_PREFIX, anchor_kind, plain_kind
 from cimsplit.compiler.host_variants import LAST_AXIS, SECOND_LAST_AXIS
@@ -144,6 +146,12 @@ def build_point(point: GridPoint, seed: int = 0) -> onnx.ModelProto:
                              kernel_shape=[k, k], strides=[2, 2], pads=[pad] * 4, output_padding=[2 + 2 * pad - k] * 2),
             helper.make_node("Conv", ["t", const("w_out", weight((DEPTHWISE_NEIGHBOUR, c_out, 1, 1)))], ["y"], kernel_shape=[1, 1]),
         ]
+    elif kind == QUANTIZED_SILU.removeprefix(INT8_PREFIX):  # a SiLU fused into a 1x1 conv that another one reads
+        c, h = point.get("c"), point.get("h")
+        x_shape = [1, c, h, h]
+        nodes = [helper.make_node("Conv", ["x", const("w_in", weight((c, c, 1, 1)))], ["t"], kernel_shape=[1, 1]),
+                 helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Mul", ["t", "s"], ["a"]),
+                 helper.make_node("Conv", ["a", const("w_out", weight((c, c, 1, 1)))], ["y"], kernel_shape=[1, 1])]
     elif kind == "Gemm":
         m, n, b = point.get("m"), point.get("n"), point.get("b")
         x_shape = [b, n]

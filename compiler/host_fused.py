@@ -18,7 +18,8 @@ operator's, regions with a Transpose layout glue
   QLinearConv's range; a float Sigmoid and Mul with a QuantizeLinear and
   DequantizeLinear kernel each when the conv's int8 output is kept (YOLOv5n
   int8: 1.4 ns per output element, of which a standalone int8 Sigmoid point,
-  a QLinearSigmoid, has none).
+  a QLinearSigmoid, has none); the predictor takes that SiLU as one
+  :data:`QUANTIZED_SILU` chain where the board has the kind.
 * Float: SiLU's Sigmoid and Mul run as one QuickGelu kernel, the ``SiLU`` kind
   (:func:`kernel_kind`).  An activation folded into the conv's kernel
   (FusedConv) leaves no kernel of its own, but MLAS still applies it in a pass
@@ -32,7 +33,7 @@ operator's, regions with a Transpose layout glue
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import onnx
 
@@ -40,9 +41,9 @@ from cimsplit.compiler.host_chains import KERNEL_KINDS
 from cimsplit.compiler.host_glue import GLUE_PREFIX
 from cimsplit.compiler.host_model import INT8_PREFIX, fused_activations
 from cimsplit.compiler.kernel_attribution import Region, attribute_kernels
-from cimsplit.compiler.workload import Workload
+from cimsplit.compiler.workload import Operator, Workload
 
-__all__ = ["activation_kernels", "kernel_kind", "IN_REGISTER", "ONE_PASS"]
+__all__ = ["activation_kernels", "activation_nodes", "kernel_kind", "quantized_silu", "IN_REGISTER", "ONE_PASS", "QUANTIZED_SILU"]
 
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 IN_REGISTER = frozenset({"Relu"})
@@ -52,6 +53,29 @@ ONE_PASS = {"HardSwish": "HardSigmoid"}
 """Folded activations whose pass over the output a calibrated kind's one pass predicts: a HardSwish of its own runs
 as its function body (HardSigmoid, then Mul reading two tensors), folded it is one pass computing x * HardSigmoid(x)
 (MobileNetV3-Small's NCHWc convs with their HardSwish: 18-28 % over their profiled time as the two kernels)."""
+
+
+QUANTIZED_SILU = INT8_PREFIX + "SiLU-chain"
+"""The calibrated kind of a quantized conv's fused SiLU: its Sigmoid, Mul and their Q/DQ kernels, measured together
+after an int8 conv and before another, as YOLO's and EfficientNet's run them (:func:`quantized_silu`).  Predicted
+kernel by kernel from their own points, the chain came to 0.57-0.60 of its profiled time in YOLOv5n, YOLOv8n and
+EfficientNet-B0 int8 on the Intel Xeon VM, its Mul to 0.34-0.38 (the board's points then ran 1.2x slower than it
+says): in the chain the Mul reads a tensor the Sigmoid read before it, which costs it 1.4-1.7x what the same Mul
+costs on operands of its own."""
+
+
+def activation_nodes(op: Operator, node_types: Mapping[str, str]) -> list[str]:
+    """A GEMM operator's nodes from its first fused activation node on (none without one)."""
+    activations = set(fused_activations(op, node_types))
+    first = next((i for i, node in enumerate(op.nodes) if i > 0 and node_types.get(node) in activations), len(op.nodes))
+    return list(op.nodes[first:])
+
+
+def quantized_silu(op: Operator, node_types: Mapping[str, str]) -> bool:
+    """A GEMM operator whose fused activation is a SiLU between Q/DQ pairs (:data:`QUANTIZED_SILU`)."""
+    nodes = activation_nodes(op, node_types)
+    return sorted({node_types.get(node) for node in nodes} - _QDQ) == ["Mul", "Sigmoid"] and any(
+        node_types.get(node) in _QDQ for node in nodes)
 
 
 def kernel_kind(op_type: str) -> str:
@@ -82,11 +106,9 @@ def activation_kernels(simplified: onnx.ModelProto, optimized: onnx.ModelProto, 
     owner: dict[str, str] = {}
     elements: dict[str, float] = {}
     for op in workload.operators:
-        activations = set(fused_activations(op, types))
-        if not activations:
+        if not fused_activations(op, types):
             continue
-        first = next(i for i, node in enumerate(op.nodes) if i > 0 and types.get(node) in activations)
-        owner.update((node, op.name) for node in op.nodes[first:])
+        owner.update((node, op.name) for node in activation_nodes(op, types))
         elements[op.name] = float(max(op.n_out, 1))
     found: dict[str, list[tuple[str, dict[str, float]]]] = {name: [] for name in elements}
     for region in attribute_kernels(simplified, optimized) if regions is None else regions:

@@ -46,6 +46,7 @@ from cimsplit.compiler.calibration_grid import (
 from cimsplit.compiler.calibration_models import BLOCKED_KINDS, IMAGE_CHANNELS, MEASURED_NODE, build_point
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.host_chains import CHAIN_KINDS, KERNEL_KINDS
+from cimsplit.compiler.host_fused import QUANTIZED_SILU
 from cimsplit.compiler.host_glue import GLUE_KINDS, REORDER_KINDS
 from cimsplit.compiler.host_model import (
     RUNS_IN_FLOAT,
@@ -86,7 +87,9 @@ def test_grid_is_deterministic() -> None:
     in_float = sum(p.kind in RUNS_IN_FLOAT for p in grid())  # (onnxruntime has no int8 kernel: predicted in float)
     reorders = sum(p.kind in REORDER_KINDS for p in grid())  # (float NCHWc glue: in both grids alike)
     float_only = fused + chains + exports + in_float + reorders
-    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - float_only) + float_only + glue
+    silu = 12 + 2  # int8 only: a quantized conv's SiLU chain (host_fused.QUANTIZED_SILU), 2 of them at LARGE
+    assert sum(p.kind == QUANTIZED_SILU for p in grid(int8=True)) == silu and not any(p.kind == QUANTIZED_SILU for p in grid())
+    assert len(grid(int8=True)) == (5 if onnxruntime_converts_int8_pairs() else 2) * (len(grid()) - float_only) + float_only + glue + silu
 
 
 def test_every_kind_comes_early() -> None:
@@ -98,7 +101,7 @@ def test_every_kind_comes_early() -> None:
     quantized = kinds - set(EXPORT_OPS) - RUNS_IN_FLOAT | QUANTIZED_EXPORT_OPS
     s8 = {f"int8:{k}{suffix}" for k in quantized for suffix in ("-s8in", "-s8out", "-s8") if onnxruntime_converts_int8_pairs()}
     assert {p.kind for p in grid(int8=True)[: 8 * len(kinds)]} == (kinds | {f"int8:{k}" for k in quantized} | s8 | glue
-                                                                   | {FUSED_DEPTHWISE, *CHAIN_KINDS} | reorders)
+                                                                   | {FUSED_DEPTHWISE, *CHAIN_KINDS, QUANTIZED_SILU} | reorders)
 
 
 def test_zoo_shapes_are_held_out() -> None:
@@ -183,7 +186,8 @@ def test_zoo_shape_fixture_is_current(tmp_path: Path) -> None:
 
 
 def test_int8_points_have_the_descriptors_of_their_float_twins() -> None:
-    float_points, int8_points = grid(), [p for p in grid(int8=True) if p.kind.startswith("int8:")]
+    float_points = grid()
+    int8_points = [p for p in grid(int8=True) if p.kind.startswith("int8:") and p.kind != QUANTIZED_SILU]  # (no float twin)
     twins = {(p.kind, p.params, p.variant): gemm_descriptors(p) for p in float_points}
     assert all(gemm_descriptors(p) == twins[(plain_kind(p.kind).removeprefix("int8:"), p.params, p.variant)] for p in int8_points)
     assert any(gemm_descriptors(p) is not None for p in int8_points)
@@ -401,7 +405,7 @@ def test_chain_points_run_as_one_fused_kernel_measured_whole(kind: str) -> None:
     sample, _ = measure_point(point, threads=1, runs=1, warmup=0)
     assert (sample.kind, sample.features) == (kind, {"n_in": point.elements(), "n_out": point.elements()})
     assert sample.t_ns > 0
-    assert not [p for p in grid(int8=True) if p.kind.startswith("int8:") and kind in p.kind]
+    assert not [p for p in grid(int8=True) if p.kind.startswith("int8:") and kind in p.kind and p.kind != QUANTIZED_SILU]
 
 
 def test_pooled_points_are_pointwise_convs_on_one_pixel() -> None:
@@ -591,3 +595,13 @@ def test_no_calibration_point_runs_an_inlined_function(tmp_path: Path) -> None:
         onnx.save(point_model(point), tmp_path / "point.onnx")
         model = load(tmp_path / "point.onnx").model
         assert not [n.op_type for n in optimized_model(model, "all").graph.node if n.name.startswith(UNNAMED)], point.kind
+
+
+def test_a_quantized_silu_point_measures_the_activation_nodes_of_its_first_conv() -> None:
+    """A 16-channel 1x1 conv with its SiLU, read by another (the zoo's QDQ recipe): the sample is the SiLU's nodes
+    after the first conv (Sigmoid, Mul and their Q/DQ), at the conv's 16 x 10 x 10 outputs."""
+    point = GridPoint(QUANTIZED_SILU, (("c", 16), ("h", 10)))
+    types = [node.op_type for node in point_model(point).graph.node]
+    assert types.count("Conv") == 2 and {"Sigmoid", "Mul", "QuantizeLinear", "DequantizeLinear"} <= set(types)
+    sample, _ = measure_point(point, threads=1, runs=2, warmup=1)
+    assert (sample.kind, dict(sample.features)) == (QUANTIZED_SILU, {"n_in": 1600.0, "n_out": 1600.0}) and sample.t_ns > 0

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from cimsplit.compiler.frontend import load
-from cimsplit.compiler.host_fused import activation_kernels, kernel_kind
-from cimsplit.compiler.host_model import HostModel, KindFit
+from cimsplit.compiler.host_fused import QUANTIZED_SILU, activation_kernels, activation_nodes, kernel_kind, quantized_silu
+from cimsplit.compiler.host_model import KERNEL_SUFFIXES, HostModel, KindFit
 from cimsplit.compiler.host_prediction import predict_latencies
 from cimsplit.compiler.ort_profiler import optimized_model
 from cimsplit.compiler.qdq_kernels import onnxruntime_converts_int8_pairs
@@ -108,3 +108,32 @@ def test_a_calibration_without_the_silu_kind_predicts_its_kernel_as_one_sigmoid_
     board = HostModel(**{**board.__dict__, "fits": {**fits, "SiLU": fit("SiLU", "relative-elements", (10.0, 0.0, 0.5))}})
     after, _ = predict_latencies(loaded.workload, loaded.model, board)
     assert (before[conv1], after[conv1]) == (100.0 + 10.0 + 0.25 * 1600, 100.0 + 10.0 + 0.5 * 1600)
+
+
+@x86
+def test_a_quantized_silu_is_predicted_as_its_chain_when_the_board_has_it(tmp_path: Path) -> None:
+    """conv1 (100 ns) and its int8 SiLU on 1600 elements: without the chain kind, its six kernels from their own
+    kinds (Sigmoid 10 + 0.25 n = 410, two Q and two DQ 5 + 0.1 n = 165 each, Mul 10 + 0.05 x 3200 + 0.05 x 1600 = 250:
+    1320 ns); with it, the chain's 20 + 1.0 n = 1620 ns.  A float SiLU (QuickGelu) is not the quantized chain."""
+    onnx.save(_conv_then("SiLU"), tmp_path / "m.onnx")
+    loaded = load(tmp_path / "m.onnx")
+    types = {node.name: node.op_type for node in loaded.model.graph.node}
+    conv1 = next(op for op in loaded.workload.operators if "conv1" in op.nodes)
+    assert quantized_silu(conv1, types) and [types[n] for n in activation_nodes(conv1, types)][:1] == ["Sigmoid"]
+
+    def fit(kind: str, form: str, coefficients: tuple) -> KindFit:
+        return KindFit(kind, form, coefficients, 10, 0.0, {}, {})
+
+    fits = {kind: fit(kind, "relative-linear", (100.0, 0.0, 0.0, 0.0, 0.0)) for kind in ["int8:Conv", *(f"int8:Conv{s}" for s in KERNEL_SUFFIXES)]}
+    fits |= {"Sigmoid": fit("Sigmoid", "relative-elements", (10.0, 0.0, 0.25)), "Mul": fit("Mul", "relative-elements", (10.0, 0.05, 0.05)),
+             **{k: fit(k, "relative-elements", (5.0, 0.0, 0.1)) for k in ("glue:QuantizeLinear", "glue:DequantizeLinear")}}
+    board = HostModel(ort_version="", cpu="", machine={"machine": platform.machine()}, threads=1, level="all", int8=True,
+                      fits=fits, campaign={"points": 3})
+    before, _ = predict_latencies(loaded.workload, loaded.model, board)
+    board = HostModel(**{**board.__dict__, "fits": {**fits, QUANTIZED_SILU: fit(QUANTIZED_SILU, "relative-elements", (20.0, 0.0, 1.0))}})
+    after, _ = predict_latencies(loaded.workload, loaded.model, board)
+    assert (before[conv1.name], after[conv1.name]) == pytest.approx((100.0 + 1320.0, 100.0 + 1620.0))
+    onnx.save(_conv_then("SiLU", quantized=False), tmp_path / "f.onnx")
+    float_model = load(tmp_path / "f.onnx")
+    float_types = {node.name: node.op_type for node in float_model.model.graph.node}
+    assert not any(quantized_silu(op, float_types) for op in float_model.workload.operators)
