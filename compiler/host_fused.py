@@ -43,7 +43,8 @@ from cimsplit.compiler.host_model import INT8_PREFIX, fused_activations
 from cimsplit.compiler.kernel_attribution import Region, attribute_kernels
 from cimsplit.compiler.workload import Operator, Workload
 
-__all__ = ["activation_kernels", "activation_nodes", "kernel_kind", "quantized_silu", "IN_REGISTER", "ONE_PASS", "QUANTIZED_SILU"]
+__all__ = ["activation_kernels", "activation_nodes", "kernel_kind", "quantized_silu", "IN_REGISTER", "ONE_PASS", "QUANTIZED_SILU",
+           "SILU_CHAIN_KERNELS"]
 
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 IN_REGISTER = frozenset({"Relu"})
@@ -62,6 +63,11 @@ kernel by kernel from their own points, the chain came to 0.57-0.60 of its profi
 EfficientNet-B0 int8 on the Intel Xeon VM, its Mul to 0.34-0.38 (the board's points then ran 1.2x slower than it
 says): in the chain the Mul reads a tensor the Sigmoid read before it, which costs it 1.4-1.7x what the same Mul
 costs on operands of its own."""
+
+
+SILU_CHAIN_KERNELS = frozenset({"Sigmoid", "Mul", GLUE_PREFIX + "QuantizeLinear", GLUE_PREFIX + "DequantizeLinear"})
+"""The kernels' kinds of a :data:`QUANTIZED_SILU` chain (:func:`activation_kernels`): a U8S8 model's SiLU runs as
+QLinearSigmoid and QLinearMul instead (``int8:Sigmoid``, ``int8:Mul``), which their own kinds predict."""
 
 
 def activation_nodes(op: Operator, node_types: Mapping[str, str]) -> list[str]:

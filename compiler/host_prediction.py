@@ -18,7 +18,7 @@ import onnx
 import onnxruntime as ort
 
 from cimsplit.compiler.host_chains import Chain, calibrated, fused_chains
-from cimsplit.compiler.host_fused import QUANTIZED_SILU, activation_kernels, quantized_silu
+from cimsplit.compiler.host_fused import QUANTIZED_SILU, SILU_CHAIN_KERNELS, activation_kernels, quantized_silu
 from cimsplit.compiler.host_glue import GLUE_KINDS, GLUE_PREFIX, REORDER_KINDS, Glue, glue_kernels
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
@@ -156,7 +156,8 @@ def predict_latencies(workload: Workload, model: onnx.ModelProto, host_model: Ho
         pair = fused_kind(kind, fused_activations(op, node_types))
         if pair != kind and pair in host_model.fits:  # measured with its activation (``Conv-depthwise+Clip``)
             needed = [(pair, operator_features(op))]
-        elif QUANTIZED_SILU in host_model.fits and quantized_silu(op, node_types):  # measured as a network runs it
+        elif (QUANTIZED_SILU in host_model.fits and quantized_silu(op, node_types) and ran is not None
+              and {k for k, _ in ran} == SILU_CHAIN_KERNELS):  # measured as a network runs it
             needed.append((QUANTIZED_SILU, {"n_in": elements, "n_out": elements}))
         elif ran is not None and all(k in host_model.fits for k, _ in ran):  # the activation: what runs
             needed += ran

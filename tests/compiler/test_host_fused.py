@@ -114,7 +114,8 @@ def test_a_calibration_without_the_silu_kind_predicts_its_kernel_as_one_sigmoid_
 def test_a_quantized_silu_is_predicted_as_its_chain_when_the_board_has_it(tmp_path: Path) -> None:
     """conv1 (100 ns) and its int8 SiLU on 1600 elements: without the chain kind, its six kernels from their own
     kinds (Sigmoid 10 + 0.25 n = 410, two Q and two DQ 5 + 0.1 n = 165 each, Mul 10 + 0.05 x 3200 + 0.05 x 1600 = 250:
-    1320 ns); with it, the chain's 20 + 1.0 n = 1620 ns.  A float SiLU (QuickGelu) is not the quantized chain."""
+    1320 ns); with it, the chain's 20 + 1.0 n = 1620 ns.  A U8S8 model's SiLU runs other kernels, and a float SiLU
+    (QuickGelu) is not quantized: neither is predicted as the chain."""
     onnx.save(_conv_then("SiLU"), tmp_path / "m.onnx")
     loaded = load(tmp_path / "m.onnx")
     types = {node.name: node.op_type for node in loaded.model.graph.node}
@@ -133,6 +134,14 @@ def test_a_quantized_silu_is_predicted_as_its_chain_when_the_board_has_it(tmp_pa
     board = HostModel(**{**board.__dict__, "fits": {**fits, QUANTIZED_SILU: fit(QUANTIZED_SILU, "relative-elements", (20.0, 0.0, 1.0))}})
     after, _ = predict_latencies(loaded.workload, loaded.model, board)
     assert (before[conv1.name], after[conv1.name]) == pytest.approx((100.0 + 1320.0, 100.0 + 1620.0))
+    # U8S8: onnxruntime runs the SiLU as QLinearSigmoid and QLinearMul, which their own kinds predict (10 + 0.5 n each)
+    fits |= {k: fit(k, "relative-elements", (10.0, 0.0, 0.5)) for k in ("int8:Sigmoid", "int8:Mul")}
+    board = HostModel(**{**board.__dict__, "fits": {**fits, QUANTIZED_SILU: fit(QUANTIZED_SILU, "relative-elements", (20.0, 0.0, 1.0))}})
+    onnx.save(quantize_qdq(_conv_then("SiLU", quantized=False), activations="uint8"), tmp_path / "u8.onnx")
+    u8 = load(tmp_path / "u8.onnx")
+    u8_conv1 = next(op for op in u8.workload.operators if "conv1" in op.nodes)
+    assert quantized_silu(u8_conv1, {node.name: node.op_type for node in u8.model.graph.node})
+    assert predict_latencies(u8.workload, u8.model, board)[0][u8_conv1.name] == pytest.approx(100.0 + 2 * (10.0 + 0.5 * 1600))
     onnx.save(_conv_then("SiLU", quantized=False), tmp_path / "f.onnx")
     float_model = load(tmp_path / "f.onnx")
     float_types = {node.name: node.op_type for node in float_model.model.graph.node}
