@@ -46,7 +46,7 @@ from cimsplit.compiler.calibration_context import measure_context
 from cimsplit.compiler.calibration_grid import LARGE, gemm_descriptors, gemm_key, grid, has_weights
 from cimsplit.compiler.calibration_models import FORK_PREFIX, MEASURED_NODE, GridPoint, build_glue_point, build_point, keep_int8
 from cimsplit.compiler.host_chains import CHAIN_KINDS
-from cimsplit.compiler.host_fused import QUANTIZED_SILU, activation_nodes
+from cimsplit.compiler.host_fused import QUANTIZED_SILU, activation_nodes, quantized_silu
 from cimsplit.compiler.host_glue import GLUE_PREFIX, glue_kernels
 from cimsplit.compiler.host_model import (
     INT8_PREFIX,
@@ -54,7 +54,6 @@ from cimsplit.compiler.host_model import (
     Sample,
     anchor_kind,
     fit_samples,
-    fused_activations,
     is_gemm_kind,
     operator_features,
     operator_kind,
@@ -129,7 +128,9 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, "")))
              for op in loaded.workload.operators]
     if point.kind == QUANTIZED_SILU:  # the first conv's activation nodes, as a network's conv has them
-        op = next(o for o, _ in kinds if fused_activations(o, node_types))
+        op = next((o for o, _ in kinds if quantized_silu(o, node_types)), None)
+        if op is None:  # (as a point the front end lowers into another kind: the campaign skips it)
+            raise RuntimeError(f"calibration point {point} has no conv with a quantized SiLU")
         profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
         t_ns = math.fsum(float(profile.nodes[node]["median_ns"]) for node in activation_nodes(op, node_types) if node in profile.nodes)
         return Sample(point.kind, {"n_in": float(op.n_out), "n_out": float(op.n_out)}, t_ns), str(getattr(profile, "level", "off"))
