@@ -26,12 +26,17 @@ statistics, the samples, the onnxruntime version and the machine.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cimsplit.errors import CimsplitError
+
+if TYPE_CHECKING:
+    from cimsplit.compiler.host_model import HostModel
 
 LOG_EVERY_S = 60.0
 """How often a campaign whose stderr is not a terminal says where it is."""
@@ -106,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         raise CimsplitError("--runs must be at least 1 and --warmup zero or more")
     if args.refit is not None and args.extend is not None:
         raise CimsplitError("--refit and --extend are two ways of starting from a calibration: pass one")
+    before = after = None  # this machine's speed against the board extended, and against the campaign at its end
     if args.refit is not None:
         from cimsplit.compiler.host_model import HostModel
 
@@ -114,9 +120,13 @@ def run(args: argparse.Namespace) -> int:
         from cimsplit.compiler.host_model import HostModel
 
         extend = HostModel.load(args.extend) if args.extend is not None else None
+        checked = args.runs >= CHECK_MIN_RUNS  # (fewer runs a point: its times are too noisy to compare)
+        before = speed_ratio(extend) if extend is not None and checked else None  # (a machine that moved since mixes two speeds)
         with CampaignProgress(args.budget_s, quiet=args.no_progress) as progress:
             model = calibrate(threads=args.threads, int8=args.int8, budget_s=args.budget_s, runs=args.runs,
                               warmup=args.warmup, progress=progress, extend=extend)
+        after = speed_ratio(model) if checked else None  # its points measured again at the end: did the speed hold?
+        model = dataclasses.replace(model, campaign={**model.campaign, "speed_before": before, "speed_after": after})
     try:
         model.save(output)
     except OSError as exc:
@@ -140,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {kind:24s} {fit.samples:4d} samples  {fit.label:22s} fit {100 * fit.fit_mape:5.1f}%"
               + (f"  held-out {100 * cv:5.1f}%" if cv is not None else "")
               + (f"  (Pipe-it linear {100 * baseline:5.1f}%)" if baseline is not None else ""))
+    for note in speed_notes(before, after, args.extend):
+        print(note)
     load = os.getloadavg()[0]
     if load > (os.cpu_count() or 1) / 2:
         print(f"note: load average {load:.1f} while calibrating; latencies measured on a busy machine are noisy")
@@ -148,7 +160,34 @@ def run(args: argparse.Namespace) -> int:
 
 
 SPEED_TOLERANCE = 0.10
-"""How far this machine's speed may be from a calibration's before ``--check`` says its predictions are off."""
+"""How far this machine's speed may be from a calibration's before ``--check`` says its predictions are off, and a
+campaign that its machine's speed moved."""
+CAMPAIGN_CHECK_POINTS = 16
+"""Points a campaign measures again at its end (and an extension at its start): a few seconds."""
+CHECK_MIN_RUNS = 3
+"""The fewest recorded runs a point for which a campaign checks its machine's speed."""
+
+
+def speed_notes(before: float | None, after: float | None, extended: str | None) -> list[str]:
+    """What a campaign says of its machine's speed: against the board it extends (``before``, a ratio of now to its
+    times) and against its own points at its end (``after``), where either is off by more than :data:`SPEED_TOLERANCE`."""
+    notes = []
+    if before is not None and abs(before - 1) > SPEED_TOLERANCE:
+        notes.append(f"note: before measuring, {extended}'s points took {before:.2f}x their recorded times here: the "
+                     "samples this extension adds are of another speed than the ones it keeps")
+    if after is not None and abs(after - 1) > SPEED_TOLERANCE:
+        notes.append(f"note: at the end, {CAMPAIGN_CHECK_POINTS} of the campaign's points took {after:.2f}x the times it "
+                     "recorded: the machine's speed moved while it measured (a busy or shared machine; `calibrate --check` "
+                     "tells how it runs later)")
+    return notes
+
+
+def speed_ratio(board: HostModel) -> float | None:
+    """The median ratio of now to ``board``'s times over :data:`CAMPAIGN_CHECK_POINTS` of its points, None without any."""
+    from cimsplit.compiler.calibration_check import reference_points, speed_check
+
+    result = speed_check(board, reference_points(board, count=CAMPAIGN_CHECK_POINTS))
+    return result.ratio if result.references else None
 
 
 def check(source: str, count: int) -> int:

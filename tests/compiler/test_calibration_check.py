@@ -126,3 +126,20 @@ def test_calibrate_check_errors(tmp_path: Path, capsys) -> None:
               fits={}).save(tmp_path / "empty.json")
     assert "none of the samples of" in _error(capsys, ["calibrate", "--check", str(tmp_path / "empty.json")])
     assert "does not exist" in _error(capsys, ["calibrate", "--check", str(tmp_path / "missing.json")])
+
+
+def test_a_campaign_says_when_its_machine_s_speed_moved() -> None:
+    from cimsplit.cli.calibrate_cmd import speed_notes
+
+    assert speed_notes(None, None, None) == [] and speed_notes(1.09, 0.91, "old.json") == []  # within 10 %
+    (extended,) = speed_notes(1.25, 1.05, "old.json")
+    assert extended.startswith("note: before measuring, old.json's points took 1.25x their recorded times here")
+    (moved,) = speed_notes(None, 0.85, None)
+    assert moved.startswith("note: at the end, 16 of the campaign's points took 0.85x the times it recorded")
+
+
+def test_a_board_without_points_to_measure_again_has_no_speed() -> None:
+    from cimsplit.cli.calibrate_cmd import speed_ratio
+
+    board = HostModel(ort_version=ort.__version__, cpu="test board", machine={}, threads=1, level="all", int8=False, fits={})
+    assert speed_ratio(board) is None
