@@ -118,6 +118,13 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
         loaded = load(path)
     given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if any(i.name == FLUSH_PREFIX for i in model.graph.input) else {}
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
+    if point.kind == QUANTIZED_SILU:  # the first conv's activation nodes, as a network's conv has them
+        op = next((o for o in loaded.workload.operators if quantized_silu(o, node_types)), None)
+        if op is None:  # (as a point the front end lowers into another kind: the campaign skips it)
+            raise RuntimeError(f"calibration point {point} has no conv with a quantized SiLU")
+        profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
+        t_ns = math.fsum(float(profile.nodes[node]["median_ns"]) for node in activation_nodes(op, node_types) if node in profile.nodes)
+        return Sample(point.kind, {"n_in": float(op.n_out), "n_out": float(op.n_out)}, t_ns), str(getattr(profile, "level", "off"))
     kernels = int8_kernels(loaded.model.graph)
     # The graph onnxruntime runs, where a Softmax's axis is decided and an int8 element op's layout glue is added
     # (a GEMM point sits between two convs of its kind: no glue of its own, host_glue).
@@ -127,13 +134,6 @@ def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, 
     variants = op_variants(loaded.model, optimized)
     kinds = [(op, operator_kind(op, node_types, kernels.get(op.name, ""), variants.get(op.name, "")))
              for op in loaded.workload.operators]
-    if point.kind == QUANTIZED_SILU:  # the first conv's activation nodes, as a network's conv has them
-        op = next((o for o, _ in kinds if quantized_silu(o, node_types)), None)
-        if op is None:  # (as a point the front end lowers into another kind: the campaign skips it)
-            raise RuntimeError(f"calibration point {point} has no conv with a quantized SiLU")
-        profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
-        t_ns = math.fsum(float(profile.nodes[node]["median_ns"]) for node in activation_nodes(op, node_types) if node in profile.nodes)
-        return Sample(point.kind, {"n_in": float(op.n_out), "n_out": float(op.n_out)}, t_ns), str(getattr(profile, "level", "off"))
     op = None if point.kind in CHAIN_KINDS else measured_operator(point, kinds)
     glue = frozenset[str]()  # the layout glue in the operator's region: the predictor adds a network's own
     if op is not None and optimized is not None:
