@@ -118,7 +118,8 @@ def int8_kernels(graph: onnx.GraphProto, machine: str | None = None) -> dict[str
     side); the output side the QuantizeLinear that
     quantizes its output (through a folded Relu/Clip).  A side is kept when
     its pair is not converted (:func:`converted_pairs`; every pair on a
-    machine where onnxruntime keeps int8, ARM).  Nodes with neither side kept
+    machine where onnxruntime keeps int8, ARM); a Split's output side is kept when any of its outputs' is (one kept
+    output is enough for onnxruntime to run the Split in float between its DequantizeLinear and QuantizeLinears).  Nodes with neither side kept
     are left out.
     """
     initializers = {t.name: t for t in graph.initializer}
@@ -135,14 +136,16 @@ def int8_kernels(graph: onnx.GraphProto, machine: str | None = None) -> dict[str
         return (dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] not in initializers
                 and int8_kept(dq, dq.input[0]))
 
-    kernels = {}
-    for node in graph.node:
-        kept_in = any(kept_input(name) for name in node.input if name)
-        out = node.output[0] if node.output else ""
+    def kept_output(out: str) -> bool:
         readers = consumers.get(out, [])
         while len(readers) == 1 and readers[0].op_type in _FUSED:
             readers = consumers.get(readers[0].output[0], [])
-        kept_out = any(r.op_type == "QuantizeLinear" and int8_kept(r, r.output[0]) for r in readers)
+        return any(r.op_type == "QuantizeLinear" and int8_kept(r, r.output[0]) for r in readers)
+
+    kernels = {}
+    for node in graph.node:
+        kept_in = any(kept_input(name) for name in node.input if name)
+        kept_out = any(kept_output(out) for out in node.output if out)
         if kept_in or kept_out:
             kernels[node.name] = "-s8" if kept_in and kept_out else "-s8in" if kept_in else "-s8out"
     return kernels

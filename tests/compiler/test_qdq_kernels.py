@@ -78,3 +78,41 @@ def test_the_fork_that_keeps_an_output_int8_is_in_the_measured_operator_but_not_
     medians = {node: {"median_ns": 10.0 * (i + 1)} for i, node in enumerate(measured.nodes)}
     fork_ns = medians[forks[0]]["median_ns"]
     assert point_time(measured, medians) == sum(m["median_ns"] for m in medians.values()) - fork_ns
+
+
+def _split_with_a_forked_output() -> onnx.GraphProto:
+    """x -> Q -> DQ -> Split -> (a, b), each through its own Q -> DQ; a's DQ feeds one Relu, b's two (a C2f's
+    Split: its second half feeds the next bottleneck and the Concat), so onnxruntime duplicates b's DQ."""
+    z8, s = numpy_helper.from_array(np.array(0, np.int8), "z"), numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    make = helper.make_node
+    nodes = [make("QuantizeLinear", ["x", "s", "z"], ["qx"], name="q_x"),
+             make("DequantizeLinear", ["qx", "s", "z"], ["dx"], name="dq_x"),
+             make("Split", ["dx", "halves"], ["a", "b"], name="split", axis=1),
+             make("QuantizeLinear", ["a", "s", "z"], ["qa"], name="q_a"), make("DequantizeLinear", ["qa", "s", "z"], ["da"], name="dq_a"),
+             make("QuantizeLinear", ["b", "s", "z"], ["qb"], name="q_b"), make("DequantizeLinear", ["qb", "s", "z"], ["db"], name="dq_b"),
+             make("Relu", ["da"], ["ra"], name="ra"), make("Relu", ["db"], ["rb1"], name="rb1"),
+             make("Relu", ["db"], ["rb2"], name="rb2")]
+    halves = numpy_helper.from_array(np.array([2, 2], np.int64), "halves")
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 2]) for name in ("ra", "rb1", "rb2")]
+    return helper.make_graph(nodes, "split_fork", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])], outputs,
+                             initializer=[s, z8, halves])
+
+
+def test_a_split_keeps_its_output_side_when_one_of_its_outputs_forks() -> None:
+    graph = _split_with_a_forked_output()
+    # Before, only the Split's first output was read (qa, converted): it had no kept side and was predicted as the
+    # int8 Split onnxruntime runs when every output's pair converts (a fifth of the float one's time).
+    assert int8_kernels(graph, "x86_64") == {"split": "-s8out", "rb1": "-s8in", "rb2": "-s8in"}
+    assert int8_kernels(graph, "aarch64") == {"split": "-s8", "ra": "-s8in", "rb1": "-s8in", "rb2": "-s8in"}
+
+
+@pytest.mark.skipif(not onnxruntime_converts_int8_pairs(), reason="onnxruntime keeps int8 pairs on this machine (not x86)")
+def test_onnxruntime_runs_such_a_split_in_float() -> None:
+    from cimsplit.compiler.ort_profiler import optimized_model
+
+    model = helper.make_model(_split_with_a_forked_output(), opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    optimized = optimized_model(model, "all", 1).graph
+    producers = {out: node for node in optimized.node for out in node.output}
+    split = next(node for node in optimized.node if node.op_type == "Split")
+    assert producers[split.input[0]].op_type == "DequantizeLinear"  # float: the DQ before it still runs
