@@ -115,12 +115,12 @@ def int8_kernels(graph: onnx.GraphProto, machine: str | None = None) -> dict[str
     The input side is any data input a DequantizeLinear of an int8 activation
     makes (a residual Add whose shortcut, its second input, is a kept pair runs
     in float like one whose first is; a weight's DQ reads a constant and is no
-    side); the output side the QuantizeLinear that
-    quantizes its output (through a folded Relu/Clip).  A side is kept when
-    its pair is not converted (:func:`converted_pairs`; every pair on a
-    machine where onnxruntime keeps int8, ARM); a Split's output side is kept when any of its outputs' is (one kept
-    output is enough for onnxruntime to run the Split in float between its DequantizeLinear and QuantizeLinears).  Nodes with neither side kept
-    are left out.
+    side); the output side the QuantizeLinear that quantizes any of its outputs
+    (through a folded Relu/Clip; one kept output of a Split is enough for
+    onnxruntime to run it in float between its DequantizeLinear and
+    QuantizeLinears).  A side is kept when its pair is not converted
+    (:func:`converted_pairs`; every pair on a machine where onnxruntime keeps
+    int8, ARM).  Nodes with neither side kept are left out.
     """
     initializers = {t.name: t for t in graph.initializer}
     producers = {out: n for n in graph.node for out in n.output}
