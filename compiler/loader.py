@@ -9,7 +9,9 @@ Steps, each a one-line :class:`CimsplitError` when it fails:
    or is a symlink resolving outside it is refused;
 3. the default-domain opset is 11 or newer;
 4. ``onnx.checker`` accepts the model and its types match the operator schemas;
-   sparse initializers become dense ones;
+   sparse initializers become dense ones (a graph output declared without a shape,
+   as onnx-graphsurgeon writes one it knows no shape of, takes the one onnx infers:
+   onnxruntime runs such a model, the checker refuses it);
 5. every real graph input (initializers listed as inputs by old exporters are
    not real inputs) gets a fully static shape, from the model or from
    ``--input-shape NAME=D0,D1,...``.
@@ -136,6 +138,7 @@ def read_model(path: str | Path) -> onnx.ModelProto:
     _check_opset(model)
     try:
         if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF:
+            _infer_output_shapes(model)
             onnx.checker.check_model(model)
             densify_sparse_initializers(model)
             # Types against the operator schemas (a bfloat16 Conv): what onnxruntime would refuse later.
@@ -146,6 +149,18 @@ def read_model(path: str | Path) -> onnx.ModelProto:
         raise CimsplitError(f"{str(path)!r} is not a valid ONNX model: {_first_line(exc)}") from None
     densify_sparse_initializers(model)  # no-op unless the model was too large for the in-memory checks
     return model
+
+
+def _infer_output_shapes(model: onnx.ModelProto) -> None:
+    """Give each tensor graph output declared without a shape the one onnx's shape inference finds (if any)."""
+    shapeless = [vi for vi in model.graph.output if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
+    if not shapeless:
+        return
+    inferred = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(model).graph.output}  # (errors: the checker's)
+    for vi in shapeless:
+        found = inferred.get(vi.name)
+        if found is not None and found.type.tensor_type.HasField("shape"):
+            vi.type.tensor_type.shape.CopyFrom(found.type.tensor_type.shape)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -93,6 +93,28 @@ def test_compile_all_cim_capable_on_cim_then_run_check(tmp_path, capsys) -> None
     np.testing.assert_allclose(partitioned, ref, rtol=1e-5, atol=1e-6)
 
 
+def test_a_graph_output_onnx_graphsurgeon_wrote_without_a_shape_compiles_and_runs(tmp_path, capsys) -> None:
+    """onnx-graphsurgeon's own examples declare an output as ``gs.Variable("Y", dtype=np.float32)``: exported with a
+    type but no shape, which onnxruntime runs and onnx's checker refuses.  It takes the shape onnx infers."""
+    import onnx_graphsurgeon as gs
+
+    graph = gs.import_onnx(onnx.load(tiny_cnn(tmp_path)))
+    probs = gs.Variable("probs", dtype=np.float32)
+    graph.nodes.append(gs.Node("Softmax", name="softmax", attrs={"axis": 1}, inputs=[graph.outputs[0]], outputs=[probs]))
+    graph.outputs = [probs]
+    model = gs.export_onnx(graph)
+    assert not model.graph.output[0].type.tensor_type.HasField("shape")
+    path = tmp_path / "gs.onnx"
+    onnx.save(model, path)
+    out = tmp_path / "out"
+    assert main(["compile", str(path), "-o", str(out), *FAST_CIM]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--check"]) == 0
+    assert "check passed" in capsys.readouterr().out
+    shape = onnx.load(out / "partitioned.onnx").graph.output[0].type.tensor_type.shape
+    assert [d.dim_value for d in shape.dim] == [1, 10]  # (inferred: the Gemm's 1 x 10 through the Softmax)
+
+
 def test_no_crossbars_puts_everything_in_one_host_partition(tmp_path, capsys) -> None:
     model = tiny_cnn(tmp_path)
     out = tmp_path / "out"
