@@ -10,8 +10,9 @@ Steps, each a one-line :class:`CimsplitError` when it fails:
 3. the default-domain opset is 11 or newer;
 4. ``onnx.checker`` accepts the model and its types match the operator schemas;
    sparse initializers become dense ones (a graph output declared without a shape,
-   as onnx-graphsurgeon writes one it knows no shape of, takes the one onnx infers:
-   onnxruntime runs such a model, the checker refuses it);
+   as onnx-graphsurgeon writes one it knows no shape of, takes the one onnx infers;
+   nodes out of topological order are sorted; a ``value_info`` the inference
+   contradicts is dropped: onnxruntime runs such models, the checker refuses them);
 5. every real graph input (initializers listed as inputs by old exporters are
    not real inputs) gets a fully static shape, from the model or from
    ``--input-shape NAME=D0,D1,...``.
@@ -19,6 +20,7 @@ Steps, each a one-line :class:`CimsplitError` when it fails:
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -27,6 +29,7 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
+from cimsplit.compiler.toposort import stable_topological_order
 from cimsplit.errors import CimsplitError
 
 __all__ = [
@@ -37,6 +40,7 @@ __all__ = [
     "resolve_input_shapes",
     "apply_input_shapes",
     "declared_dims",
+    "node_reads",
 ]
 
 log = logging.getLogger(__name__)
@@ -138,17 +142,64 @@ def read_model(path: str | Path) -> onnx.ModelProto:
     _check_opset(model)
     try:
         if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF:
+            _sort_nodes(model.graph)
             _infer_output_shapes(model)
             onnx.checker.check_model(model)
             densify_sparse_initializers(model)
-            # Types against the operator schemas (a bfloat16 Conv): what onnxruntime would refuse later.
-            onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+            _check_types(model)
         else:  # in-memory checks cannot serialize past 2 GB; check the file instead
             onnx.checker.check_model(str(path))
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError) as exc:
         raise CimsplitError(f"{str(path)!r} is not a valid ONNX model: {_first_line(exc)}") from None
     densify_sparse_initializers(model)  # no-op unless the model was too large for the in-memory checks
     return model
+
+
+def node_reads(node: onnx.NodeProto) -> set[str]:
+    """Tensors a node reads, including every name its subgraphs mention (outer-scope reads; a superset)."""
+    names = {name for name in node.input if name}
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for graph in graphs:
+            for inner in graph.node:
+                names |= node_reads(inner)
+            names |= {vi.name for vi in graph.output}
+    return names
+
+
+def _sort_nodes(graph: onnx.GraphProto) -> None:
+    """Put the graph's nodes in a topological order (their own where they are in one) when they are not: onnxruntime
+    sorts them itself (a graph onnx-graphsurgeon wrote without ``toposort()``), onnx's checker refuses them.  A cycle is
+    left to the checker."""
+    producer = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    needs = [{producer[name] for name in node_reads(node) if name in producer} for node in graph.node]
+    if all(j < i for i, before in enumerate(needs) for j in before):
+        return
+    successors: dict[int, list[int]] = {}
+    for i, before in enumerate(needs):
+        for j in before:
+            successors.setdefault(j, []).append(i)
+    order = stable_topological_order({i: i for i in range(len(needs))}, successors)
+    if order is not None:
+        nodes = [copy.deepcopy(graph.node[i]) for i in order]
+        del graph.node[:]
+        graph.node.extend(nodes)
+
+
+def _check_types(model: onnx.ModelProto) -> None:
+    """Types against the operator schemas (a bfloat16 Conv): what onnxruntime would refuse later.  A ``value_info``
+    that onnx's inference contradicts (left by an edit of the graph) is dropped, as onnxruntime overrides it."""
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except onnx.shape_inference.InferenceError as exc:
+        if not model.graph.value_info:
+            raise
+        bare = onnx.ModelProto()
+        bare.CopyFrom(model)
+        del bare.graph.value_info[:]
+        onnx.shape_inference.infer_shapes(bare, check_type=True, strict_mode=True)  # (a type error stays one)
+        log.warning("the model's value_info disagrees with onnx's shape inference, ignored: %s", _first_line(exc))
+        del model.graph.value_info[:]
 
 
 def _infer_output_shapes(model: onnx.ModelProto) -> None:

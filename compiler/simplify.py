@@ -40,7 +40,9 @@ import numpy as np
 import onnx
 import onnx.inliner
 
+from cimsplit.compiler.constant_outputs import make_constant_outputs
 from cimsplit.compiler.constants import STANDARD_DOMAINS
+from cimsplit.compiler.loader import node_reads
 from cimsplit.compiler.ort_rewrites import drop_no_ops, fuse_pads, propagate_quantizers, restore_quantizers, standard_quantizers
 from cimsplit.errors import CimsplitError
 from cimsplit.ort_logging import ort_log_severity
@@ -335,6 +337,8 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
     if _is_quantized(slimmed):  # where onnxruntime's quantized tensors are (:mod:`cimsplit.compiler.ort_rewrites`)
         dropped, propagated = drop_no_ops(slimmed), propagate_quantizers(slimmed)
         log.info("removed %d no-ops and inserted %d Q/DQ pairs, as onnxruntime does", dropped, propagated)
+    if make_constant_outputs(slimmed.graph):
+        log.info("graph outputs that are constants are made by an Identity of them")
     del slimmed.graph.input[:]
     slimmed.graph.input.extend(original_inputs)
     name_nodes(slimmed.graph)
@@ -346,18 +350,6 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
     slimmed.graph.value_info.extend(declared)
     used = {vi.name for vi in slimmed.graph.input}
     return infer_static_shapes(slimmed, {k: v for k, v in input_shapes.items() if k in used}, unsimplified=model)
-
-
-def _reads(node: onnx.NodeProto) -> set[str]:
-    """Tensors a node reads, including every name its subgraphs mention (outer-scope reads; a superset)."""
-    names = {name for name in node.input if name}
-    for attr in node.attribute:
-        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for graph in graphs:
-            for inner in graph.node:
-                names |= _reads(inner)
-            names |= {vi.name for vi in graph.output}
-    return names
 
 
 def merge_equal_quantizers(graph: onnx.GraphProto) -> int:
@@ -372,7 +364,7 @@ def merge_equal_quantizers(graph: onnx.GraphProto) -> int:
     """
     protected = {vi.name for vi in graph.output}
     for node in graph.node:
-        protected |= _reads(node) - set(node.input)
+        protected |= node_reads(node) - set(node.input)
     first: dict[tuple, str] = {}
     renamed: dict[str, str] = {}
     keep: list[onnx.NodeProto] = []
@@ -399,7 +391,7 @@ def prune_dead_nodes(graph: onnx.GraphProto) -> int:
     for node in reversed(graph.node):
         if any(out in live for out in node.output if out):
             keep.append(node)
-            live |= _reads(node)
+            live |= node_reads(node)
     dropped = len(graph.node) - len(keep)
     if dropped:
         del graph.node[:]

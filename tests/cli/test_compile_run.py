@@ -115,6 +115,48 @@ def test_a_graph_output_onnx_graphsurgeon_wrote_without_a_shape_compiles_and_run
     assert [d.dim_value for d in shape.dim] == [1, 10]  # (inferred: the Gemm's 1 x 10 through the Softmax)
 
 
+def _nodes_reversed(model: onnx.ModelProto) -> None:
+    model.graph.node.reverse()  # (onnx-graphsurgeon writes nodes appended out of order unless toposort() is called)
+
+
+def _stale_value_info(model: onnx.ModelProto) -> None:
+    model.graph.value_info.append(helper.make_tensor_value_info("c1", TensorProto.FLOAT, [1, 4, 5, 5]))  # conv1 makes 1x4x8x8
+
+
+def _bias_as_output(model: onnx.ModelProto) -> None:
+    model.graph.output.append(helper.make_tensor_value_info("fb", TensorProto.FLOAT, [10]))  # an initializer, read by fc
+
+
+def _constant_node_as_output(model: onnx.ModelProto) -> None:
+    bias = next(t for t in model.graph.initializer if t.name == "fb")
+    model.graph.initializer.remove(bias)
+    model.graph.node.insert(0, helper.make_node("Constant", [], ["fb"], name="bias", value=bias))  # (folded by onnxslim)
+    _bias_as_output(model)
+
+
+@pytest.mark.parametrize("edit", [_nodes_reversed, _stale_value_info, _bias_as_output, _constant_node_as_output])
+def test_models_onnxruntime_runs_and_onnx_checker_refuses_compile_and_run(tmp_path, capsys, edit) -> None:
+    """Before, the first two were "not a valid ONNX model" and the last two compiled but their run failed with an
+    internal error: the plan had nothing to return for a constant graph output."""
+    model = onnx.load(tiny_cnn(tmp_path))
+    edit(model)
+    path = tmp_path / "edited.onnx"
+    onnx.save(model, path)
+    out, npz = tmp_path / "out", tmp_path / "y.npz"
+    assert main(["compile", str(path), "-o", str(out), *FAST_CIM]) == 0
+    assert main(["run", str(out), "--check", "--save-outputs", str(npz)]) == 0
+    assert "check passed" in capsys.readouterr().out
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)  # --seed 0, as the run drew it
+    session = ort.InferenceSession(str(path))
+    with np.load(npz) as saved:
+        assert list(saved) == [o.name for o in session.get_outputs()]
+        for name, ref in zip(saved, session.run(None, {"x": x})):
+            np.testing.assert_allclose(saved[name], ref, rtol=1e-3, atol=1e-4)
+        if "fb" in saved:  # the constant itself, exactly
+            assert np.array_equal(saved["fb"], numpy_helper.to_array(next(t for t in onnx.load(tiny_cnn(tmp_path)).graph.initializer
+                                                                            if t.name == "fb")))
+
+
 def test_no_crossbars_puts_everything_in_one_host_partition(tmp_path, capsys) -> None:
     model = tiny_cnn(tmp_path)
     out = tmp_path / "out"
