@@ -12,7 +12,8 @@ Steps, each a one-line :class:`CimsplitError` when it fails:
    sparse initializers become dense ones (a graph output declared without a shape,
    as onnx-graphsurgeon writes one it knows no shape of, takes the one onnx infers;
    nodes out of topological order are sorted; a ``value_info`` the inference
-   contradicts is dropped: onnxruntime runs such models, the checker refuses them);
+   contradicts is dropped; an input of unknown rank waits for ``--input-shape``:
+   onnxruntime runs such models, the checker refuses them);
 5. every real graph input (initializers listed as inputs by old exporters are
    not real inputs) gets a fully static shape, from the model or from
    ``--input-shape NAME=D0,D1,...``.
@@ -144,9 +145,10 @@ def read_model(path: str | Path) -> onnx.ModelProto:
         if model.ByteSize() < onnx.checker.MAXIMUM_PROTOBUF:
             _sort_nodes(model.graph)
             _infer_output_shapes(model)
-            onnx.checker.check_model(model)
+            unranked = _check_model(model)
             densify_sparse_initializers(model)
-            _check_types(model)
+            if not unranked:  # (an input of unknown rank gets its shape from --input-shape, and its types are checked then)
+                _check_types(model)
         else:  # in-memory checks cannot serialize past 2 GB; check the file instead
             onnx.checker.check_model(str(path))
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError) as exc:
@@ -184,6 +186,22 @@ def _sort_nodes(graph: onnx.GraphProto) -> None:
         nodes = [copy.deepcopy(graph.node[i]) for i in order]
         del graph.node[:]
         graph.node.extend(nodes)
+
+
+def _check_model(model: onnx.ModelProto) -> list[str]:
+    """``onnx.checker`` on the model; the real inputs declared without a shape (of unknown rank, which onnxruntime
+    accepts and the checker does not) are checked as if they had one, and returned."""
+    unranked = [vi for vi in real_inputs(model.graph) if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
+    if not unranked:
+        onnx.checker.check_model(model)
+        return []
+    checked = onnx.ModelProto()
+    checked.CopyFrom(model)
+    for vi in checked.graph.input:
+        if vi.name in {u.name for u in unranked}:
+            vi.type.tensor_type.shape.SetInParent()
+    onnx.checker.check_model(checked)
+    return [vi.name for vi in unranked]
 
 
 def _check_types(model: onnx.ModelProto) -> None:

@@ -180,3 +180,16 @@ def test_input_file_is_not_modified(tmp_path: Path) -> None:
     before = path.read_bytes()
     load(path, {"x": (2, 3, 8, 8)})
     assert path.read_bytes() == before
+
+
+def test_an_input_of_unknown_rank_takes_its_shape_from_input_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An input declared with a type and no shape: onnxruntime runs the model, onnx's checker refused it ("not a
+    valid ONNX model") before --input-shape could give it one."""
+    model = clean_cnn()
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    path = save(model, tmp_path)
+    line = run_cli_error(capsys, str(path))
+    assert "input 'x' has an unknown rank" in line and "--input-shape x=" in line
+    loaded = load(path, {"x": (1, 3, 8, 8)})
+    assert loaded.input_shapes == {"x": (1, 3, 8, 8)}
+    assert loaded.workload == load(save(clean_cnn(), tmp_path, "plain.onnx")).workload
