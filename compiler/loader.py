@@ -191,17 +191,17 @@ def _sort_nodes(graph: onnx.GraphProto) -> None:
 def _check_model(model: onnx.ModelProto) -> list[str]:
     """``onnx.checker`` on the model; the real inputs declared without a shape (of unknown rank, which onnxruntime
     accepts and the checker does not) are checked as if they had one, and returned."""
-    unranked = [vi for vi in real_inputs(model.graph) if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
-    if not unranked:
-        onnx.checker.check_model(model)
-        return []
-    checked = onnx.ModelProto()
-    checked.CopyFrom(model)
-    for vi in checked.graph.input:
-        if vi.name in {u.name for u in unranked}:
-            vi.type.tensor_type.shape.SetInParent()
+    unranked = [vi.name for vi in real_inputs(model.graph)
+                if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
+    checked = model
+    if unranked:
+        checked = onnx.ModelProto()
+        checked.CopyFrom(model)
+        for vi in checked.graph.input:
+            if vi.name in unranked:
+                vi.type.tensor_type.shape.SetInParent()
     onnx.checker.check_model(checked)
-    return [vi.name for vi in unranked]
+    return unranked
 
 
 def _check_types(model: onnx.ModelProto) -> None:
