@@ -189,19 +189,19 @@ def _sort_nodes(graph: onnx.GraphProto) -> None:
 
 
 def _check_model(model: onnx.ModelProto) -> list[str]:
-    """``onnx.checker`` on the model; the real inputs declared without a shape (of unknown rank, which onnxruntime
-    accepts and the checker does not) are checked as if they had one, and returned."""
-    unranked = [vi.name for vi in real_inputs(model.graph)
-                if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
+    """``onnx.checker`` on the model, graph inputs and outputs declared without a shape (which onnxruntime accepts and
+    the checker does not) checked as if they had one; the real inputs among them (of unknown rank) are returned."""
+    shapeless = {vi.name for vi in [*model.graph.input, *model.graph.output]
+                 if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")}
     checked = model
-    if unranked:
+    if shapeless:
         checked = onnx.ModelProto()
         checked.CopyFrom(model)
-        for vi in checked.graph.input:
-            if vi.name in unranked:
+        for vi in [*checked.graph.input, *checked.graph.output]:
+            if vi.name in shapeless:
                 vi.type.tensor_type.shape.SetInParent()
     onnx.checker.check_model(checked)
-    return unranked
+    return [vi.name for vi in real_inputs(model.graph) if vi.name in shapeless]
 
 
 def _check_types(model: onnx.ModelProto) -> None:
@@ -221,7 +221,8 @@ def _check_types(model: onnx.ModelProto) -> None:
 
 
 def _infer_output_shapes(model: onnx.ModelProto) -> None:
-    """Give each tensor graph output declared without a shape the one onnx's shape inference finds (if any)."""
+    """Give each tensor graph output declared without a shape the one onnx's shape inference finds (if any; else the
+    front end measures it, :func:`~.simplify.infer_static_shapes`)."""
     shapeless = [vi for vi in model.graph.output if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
     if not shapeless:
         return

@@ -115,6 +115,27 @@ def test_a_graph_output_onnx_graphsurgeon_wrote_without_a_shape_compiles_and_run
     assert [d.dim_value for d in shape.dim] == [1, 10]  # (inferred: the Gemm's 1 x 10 through the Softmax)
 
 
+def test_an_output_whose_shape_onnx_cannot_infer_is_measured(tmp_path, capsys) -> None:
+    """A GroupNormalization (opset 21) output declared without a shape: onnx's inference gives it none, the checker
+    refused it; onnxruntime runs it, and the front end measures the shape it cannot infer."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+             for name, shape in (("w", (8, 4, 3, 3)), ("s", (8,)), ("b", (8,)))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("GroupNormalization", ["c", "s", "b"], ["y"], name="norm", num_groups=2)]
+    graph = helper.make_graph(nodes, "gn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    path, out = tmp_path / "gn.onnx", tmp_path / "out"
+    onnx.save(model, path)
+    assert main(["compile", str(path), "-o", str(out), *FAST_CIM]) == 0
+    assert main(["run", str(out), "--check"]) == 0
+    assert "check passed" in capsys.readouterr().out
+    shape = onnx.load(out / "partitioned.onnx").graph.output[0].type.tensor_type.shape
+    assert [d.dim_value for d in shape.dim] == [1, 8, 8, 8]
+
+
 def _nodes_reversed(model: onnx.ModelProto) -> None:
     model.graph.node.reverse()  # (onnx-graphsurgeon writes nodes appended out of order unless toposort() is called)
 
