@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["FLUSH_PREFIX", "FLUSH_CAP_BYTES", "flush_bytes_for", "last_level_cache_bytes", "flushed", "flush_buffer"]
+__all__ = ["FLUSH_PREFIX", "FLUSH_CAP_BYTES", "flush_bytes_for", "last_level_cache_bytes", "l2_cache_bytes", "flushed", "flush_buffer"]
 
 FLUSH_PREFIX = "calibration_flush"
 """The graph input :func:`flushed` reads; its nodes' names start with it."""
@@ -38,17 +38,31 @@ def flush_bytes_for(caches: Path = SYSFS_CACHES) -> int:
 
 def last_level_cache_bytes(caches: Path = SYSFS_CACHES) -> int:
     """The largest CPU cache of this machine (Linux sysfs), 32 MiB where it cannot be read."""
-    sizes = []
+    return max((size for _, size in _caches(caches)), default=32 << 20)
+
+
+def l2_cache_bytes(caches: Path = SYSFS_CACHES) -> int:
+    """One core's level-2 cache (Linux sysfs), 1 MiB where it cannot be read."""
+    return max((size for level, size in _caches(caches) if level == "2"), default=1 << 20)
+
+
+def _caches(caches: Path) -> list[tuple[str, int]]:
+    """(level, bytes) of each cache sysfs lists (its level ``""`` where unreadable)."""
+    found = []
     for index in caches.glob("index*"):
         try:
             text = (index / "size").read_text().strip()
         except OSError:
             continue
+        try:
+            level = (index / "level").read_text().strip()
+        except OSError:
+            level = ""
         units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
         number, unit = (text[:-1], units[text[-1]]) if text[-1:] in units else (text, 1)
         if number.isdigit():
-            sizes.append(int(number) * unit)
-    return max(sizes, default=32 << 20)
+            found.append((level, int(number) * unit))
+    return found
 
 
 def flushed(model: onnx.ModelProto, flush_bytes: int) -> onnx.ModelProto:

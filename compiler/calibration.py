@@ -20,7 +20,9 @@ so a refit can mix them again):
 a network's layer finds its weights evicted by the other layers, and small-spatial convs are bound by
 reading them (EfficientNet-B0's squeeze-and-excitation convs ran 2-3.5x their points' time without it).
 How much the compute hides is the board's, measured once on context networks before the grid
-(:mod:`.calibration_context`).
+(:mod:`.calibration_context`).  A copy point (a Concat, Split, pool, Resize, Transpose, Softmax) is profiled flushed
+too, and keeps its output's share of what that adds by its bytes over this machine's L2 (:mod:`.cold_outputs`): in a
+network it writes a buffer other layers may have evicted, a point the one it rewrote at the run before.
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from cimsplit.compiler.cache_flush import FLUSH_PREFIX, flush_buffer, flush_bytes_for, flushed
+from cimsplit.compiler.cache_flush import FLUSH_PREFIX, flush_buffer, flush_bytes_for, flushed, l2_cache_bytes
 from cimsplit.compiler.calibration_context import measure_context
 from cimsplit.compiler.calibration_grid import LARGE, gemm_descriptors, gemm_key, grid, has_weights
 from cimsplit.compiler.calibration_models import FORK_PREFIX, MEASURED_NODE, GridPoint, build_glue_point, build_point, keep_int8
+from cimsplit.compiler.cold_outputs import in_network_ns as copy_in_network_ns
+from cimsplit.compiler.cold_outputs import is_copy_kind
 from cimsplit.compiler.host_chains import CHAIN_KINDS
 from cimsplit.compiler.host_fused import QUANTIZED_SILU, activation_nodes, quantized_silu
 from cimsplit.compiler.host_glue import GLUE_PREFIX, glue_kernels
@@ -84,9 +88,14 @@ def point_model(point: GridPoint, seed: int = 0, flush_bytes: int = 0) -> onnx.M
         kernel = point.kind.removeprefix(plain_kind(point.kind))
         if kernel:
             model = keep_int8(model, inputs=kernel in ("-s8in", "-s8"), outputs=kernel in ("-s8out", "-s8"))
-    if flush_bytes > 0 and has_weights(point):
+    if flush_bytes > 0 and _flushed_too(point):
         model = flushed(model, flush_bytes)
     return model
+
+
+def _flushed_too(point: GridPoint) -> bool:
+    """A point also profiled :func:`flushed`: one with a weight (:mod:`.weight_fetch`) or a copy (:mod:`.cold_outputs`)."""
+    return has_weights(point) or is_copy_kind(point.kind)
 
 
 def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int = 0,
@@ -95,14 +104,20 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     :func:`keep_int8` adds) and the profiled optimization level.
 
     With ``flush_bytes``, a point that :func:`has_weights` is profiled twice, as it is and :func:`flushed`, and its time is
-    :func:`~cimsplit.compiler.weight_fetch.in_network_ns` of the two (:meth:`Sample.profiled`).
+    :func:`~cimsplit.compiler.weight_fetch.in_network_ns` of the two (:meth:`Sample.profiled`); a copy point's
+    (:func:`~.cold_outputs.is_copy_kind`) is :func:`~cimsplit.compiler.cold_outputs.in_network_ns` of the two on this
+    machine's L2.
     """
     if point.kind.startswith(GLUE_PREFIX):
         return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
     sample, level = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
-    if flush_bytes > 0 and has_weights(point):
+    if flush_bytes > 0 and _flushed_too(point):
         cold, _ = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed, flush_bytes=flush_bytes)
-        sample = Sample.profiled(sample.kind, sample.features, sample.t_ns, cold.t_ns)
+        if has_weights(point):
+            sample = Sample.profiled(sample.kind, sample.features, sample.t_ns, cold.t_ns)
+        else:
+            t_ns = copy_in_network_ns(sample.kind, sample.features["n_out"], sample.t_ns, cold.t_ns, l2_cache_bytes())
+            sample = Sample(sample.kind, sample.features, t_ns, (sample.t_ns, cold.t_ns))
     return sample, level
 
 
@@ -194,9 +209,10 @@ def _work(point: GridPoint) -> float:
     return float(point.elements())
 
 
-POINTS_VERSION = 3
+POINTS_VERSION = 4
 """Bumped when what a point's sample measures changes, so that ``--extend`` measures the changed kinds again
-(2: an operator without a weight is measured without the layout glue of its region, :func:`_profiled_sample`), or
+(2: an operator without a weight is measured without the layout glue of its region, :func:`_profiled_sample`; 4: a
+copy point is also measured flushed, :mod:`.cold_outputs`), or
 when the grid gains points of kinds without a weight, which ``--extend`` cannot tell apart by their samples (3: the
 element points at :data:`~cimsplit.compiler.calibration_grid.LARGE`)."""
 
@@ -288,7 +304,7 @@ def calibrate(
         raise CimsplitError(f"the budget of {budget_s:g} s measured no calibration point", hint="raise --budget-s")
     return fitted_model(samples, threads=threads, int8=int8, level=level, context=context, campaign={
         "budget_s": budget_s, "elapsed_s": round(elapsed_s, 3), "grid_points": len(todo), "measured": len(samples) - len(kept),
-        "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed, "flush_bytes": flush_bytes,
+        "skipped": skipped, "failed": failed, "runs": runs, "warmup": warmup, "seed": seed, "flush_bytes": flush_bytes, "l2_bytes": l2_cache_bytes(),
         "load_average_before": list(load_before), "load_average_after": list(os.getloadavg()),
         "attribution": ATTRIBUTION_VERSION, "extends": None if extend is None else extend.source, "kept": len(kept),
         "dropped": dropped, "points": POINTS_VERSION, "turn_runs": TURN_RUNS,
@@ -298,10 +314,11 @@ def calibrate(
 
 def _stale(earlier: HostModel, points: Sequence[GridPoint]) -> set[str]:
     """The kinds whose samples in ``earlier`` measure what this cimsplit's points no longer do (:data:`POINTS_VERSION`):
-    before 2, the int8 kinds without a weight, which held their layout glue."""
-    if int(earlier.campaign.get("points", 1)) >= 2:
-        return set()
-    return {p.kind for p in points if p.kind.startswith(INT8_PREFIX) and not has_weights(p)}
+    before 2, the int8 kinds without a weight, which held their layout glue; before 4, the copy kinds (measured as
+    they are only)."""
+    version = int(earlier.campaign.get("points", 1))
+    return ({p.kind for p in points if p.kind.startswith(INT8_PREFIX) and not has_weights(p) and version < 2}
+            | {p.kind for p in points if is_copy_kind(p.kind) and version < 4})
 
 
 def _added(earlier: HostModel, points: Sequence[GridPoint]) -> set[GridPoint]:

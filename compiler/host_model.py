@@ -140,7 +140,7 @@ class Sample:
     def remixed(self, reuse: Mapping[str, float] | None = None) -> Sample:
         """This sample with its time mixed again from ``profiled_ns`` at its precision's ``reuse`` (default
         :data:`~.weight_fetch.WEIGHT_REUSE`); itself without them."""
-        if self.profiled_ns is None:
+        if self.profiled_ns is None or "m" not in self.features:  # (a copy point's mix is its machine's: .cold_outputs)
             return self
         return Sample.profiled(self.kind, self.features, *self.profiled_ns, (reuse or {}).get(precision(self.kind), WEIGHT_REUSE))
 
