@@ -86,6 +86,10 @@ def flushed(model: onnx.ModelProto, flush_bytes: int) -> onnx.ModelProto:
         make("Mul", [f"{name}_max", f"{name}_zero"], [f"{name}_nothing"], name=f"{name}_mul"),
         make("Add", [x, f"{name}_nothing"], [f"{name}_x"], name=f"{name}_add"),
     ]
+    x_type = next(vi.type.tensor_type.elem_type for vi in graph.input if vi.name == x)
+    if x_type != TensorProto.FLOAT:  # (a glue point's uint8 input: the zero in its type)
+        nodes.insert(2, make("Cast", [f"{name}_nothing"], [f"{name}_typed"], name=f"{name}_cast", to=x_type))
+        nodes[-1].input[1] = f"{name}_typed"
     nodes.extend(graph.node)
     del graph.node[:]
     graph.node.extend(nodes)

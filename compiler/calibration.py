@@ -109,7 +109,7 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     machine's L2.
     """
     if point.kind.startswith(GLUE_PREFIX):
-        return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
+        return _measure_glue(point, threads=threads, runs=runs, warmup=warmup, seed=seed, flush_bytes=flush_bytes)
     sample, level = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed)
     if flush_bytes > 0 and _flushed_too(point):
         cold, _ = _profiled_sample(point, threads=threads, runs=runs, warmup=warmup, seed=seed, flush_bytes=flush_bytes)
@@ -169,19 +169,30 @@ def point_time(op: Operator, nodes: Mapping[str, Mapping[str, Any]]) -> float:
     return math.fsum(float(nodes[node]["median_ns"]) for node in op.nodes if not node.startswith(FORK_PREFIX))
 
 
-def _measure_glue(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int) -> tuple[Sample, str]:
-    """A layout-glue kernel alone: its node's median, by its element count."""
+def _measure_glue(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int,
+                  flush_bytes: int = 0) -> tuple[Sample, str]:
+    """A layout-glue kernel alone: its node's median, by its element count; with ``flush_bytes`` also :func:`flushed`,
+    mixed as a copy's (a Q/DQ or Transpose writes a new buffer: :func:`~.cold_outputs.in_network_ns`)."""
     from cimsplit.compiler.frontend import load
     from cimsplit.compiler.host_profile import profile_model
 
-    with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
-        path = Path(folder) / "point.onnx"
-        onnx.save(build_glue_point(point), path)
-        loaded = load(path)
-    profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False)
+    def median(model: onnx.ModelProto) -> tuple[float, str]:
+        with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
+            path = Path(folder) / "point.onnx"
+            onnx.save(model, path)
+            loaded = load(path)
+        given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if any(i.name == FLUSH_PREFIX for i in model.graph.input) else {}
+        profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False, given_inputs=given)
+        return float(profile.nodes[MEASURED_NODE]["median_ns"]), str(getattr(profile, "level", "off"))
+
     elements = float(point.elements())
-    return (Sample(point.kind, {"n_in": elements, "n_out": elements}, float(profile.nodes[MEASURED_NODE]["median_ns"])),
-            str(getattr(profile, "level", "off")))
+    features = {"n_in": elements, "n_out": elements}
+    hot_ns, level = median(build_glue_point(point))
+    if flush_bytes <= 0:
+        return Sample(point.kind, features, hot_ns), level
+    cold_ns, _ = median(flushed(build_glue_point(point), flush_bytes))
+    return Sample(point.kind, features, copy_in_network_ns(point.kind, elements, hot_ns, cold_ns, l2_cache_bytes()),
+                  (hot_ns, cold_ns)), level
 
 
 def measured_operator(point: GridPoint, kinds: Sequence[tuple[Operator, str]]) -> Operator:
@@ -209,10 +220,10 @@ def _work(point: GridPoint) -> float:
     return float(point.elements())
 
 
-POINTS_VERSION = 4
+POINTS_VERSION = 5
 """Bumped when what a point's sample measures changes, so that ``--extend`` measures the changed kinds again
 (2: an operator without a weight is measured without the layout glue of its region, :func:`_profiled_sample`; 4: a
-copy point is also measured flushed, :mod:`.cold_outputs`), or
+copy point is also measured flushed, :mod:`.cold_outputs`; 5: a glue point too), or
 when the grid gains points of kinds without a weight, which ``--extend`` cannot tell apart by their samples (3: the
 element points at :data:`~cimsplit.compiler.calibration_grid.LARGE`)."""
 
@@ -314,11 +325,12 @@ def calibrate(
 
 def _stale(earlier: HostModel, points: Sequence[GridPoint]) -> set[str]:
     """The kinds whose samples in ``earlier`` measure what this cimsplit's points no longer do (:data:`POINTS_VERSION`):
-    before 2, the int8 kinds without a weight, which held their layout glue; before 4, the copy kinds (measured as
-    they are only)."""
+    before 2, the int8 kinds without a weight, which held their layout glue; before 4, the copy kinds, and before 5 the
+    glue kinds (measured as they are only)."""
     version = int(earlier.campaign.get("points", 1))
     return ({p.kind for p in points if p.kind.startswith(INT8_PREFIX) and not has_weights(p) and version < 2}
-            | {p.kind for p in points if is_copy_kind(p.kind) and version < 4})
+            | {p.kind for p in points if is_copy_kind(p.kind) and version < 4}
+            | {p.kind for p in points if p.kind.startswith(GLUE_PREFIX) and version < 5})
 
 
 def _added(earlier: HostModel, points: Sequence[GridPoint]) -> set[GridPoint]:

@@ -12,14 +12,20 @@ flushed time itself over-predicted ViT-Tiny's 38-150 k-element Transposes 2-5x a
 under-predicted YOLOv8n's C2f Concats and Splits 2-3x; a board so measured, against one whose same samples keep
 their time as they are, moved no zoo sum away from its profile and 9 of 18 towards it by 0.5-4.4 points (YOLOv8n
 -15.2 -> -10.8 %, ``predictor_error_spr_s38_cold.txt``).  Element-wise operators are left as they are: onnxruntime
-runs many in place, on a buffer just written (ResNet's Relus took a third of their points' time).
+runs many in place, on a buffer just written (ResNet's Relus took a third of their points' time).  The layout glue
+(:mod:`.host_glue`: the Q/DQ and Transpose kernels onnxruntime adds where layouts meet) writes new buffers too, and
+is measured and mixed so (:data:`UINT8_GLUE` writes a byte an element): a flushed DequantizeLinear takes 3-7x its
+time as it is, YOLOv8n int8's C2f DequantizeLinears 2-4x their points'.  Against the same samples kept as they
+are, ResNet-50 int8's sum went -19.5 -> -10.4 %, ViT-Tiny int8's -30.8 -> -26.2, the int8 rows' mean error down on
+7 of 9, ResNet-18/50 int8's up 0.4 and 2.2 points (their residual Adds' glue over-predicted;
+``predictor_error_spr_s38_glue.txt``).
 """
 
 from __future__ import annotations
 
 from cimsplit.compiler.host_model import INT8_PREFIX, KERNEL_SUFFIXES, plain_kind
 
-__all__ = ["COPY_OPS", "is_copy_kind", "output_bytes", "in_network_ns"]
+__all__ = ["COPY_OPS", "UINT8_GLUE", "is_copy_kind", "output_bytes", "in_network_ns"]
 
 COPY_OPS = frozenset({"Concat", "Split", "Slice", "Resize", "MaxPool", "AveragePool", "Transpose", "Softmax", "Pad", "Gather"})
 """Operators that write a new buffer of another shape than their input's: never in place."""
@@ -33,10 +39,14 @@ def is_copy_kind(kind: str) -> bool:
     return base.split("-")[0] in COPY_OPS
 
 
+UINT8_GLUE = frozenset({"glue:QuantizeLinear", "glue:Transpose-u8"})
+"""Layout-glue kinds (:mod:`.host_glue`, measured so too) that write uint8; the others write floats."""
+
+
 def output_bytes(kind: str, n_out: float) -> float:
-    """Bytes the operator writes: a byte per element for an int8 kind whose kernel is quantized, four for a float
-    kind or one onnxruntime runs in float between its Q/DQ kernels (``-s8in``, ``-s8out``, ``-s8``)."""
-    quantized = kind.startswith(INT8_PREFIX) and not kind.endswith(KERNEL_SUFFIXES)
+    """Bytes the operator writes: a byte per element for an int8 kind whose kernel is quantized (or uint8 glue), four
+    for a float kind or one onnxruntime runs in float between its Q/DQ kernels (``-s8in``, ``-s8out``, ``-s8``)."""
+    quantized = kind in UINT8_GLUE or (kind.startswith(INT8_PREFIX) and not kind.endswith(KERNEL_SUFFIXES))
     return n_out * (1 if quantized else 4)
 
 

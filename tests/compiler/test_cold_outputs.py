@@ -28,6 +28,8 @@ def test_the_output_share_of_the_flush_is_its_bytes_over_the_l2() -> None:
     mib = 1 << 20
     assert output_bytes("Split", 1000) == 4000 and output_bytes("int8:Concat", 1000) == 1000
     assert output_bytes("int8:Concat-s8in", 1000) == 4000  # (run in float between its Q/DQ kernels)
+    assert [output_bytes(f"glue:{op}", 1000) for op in ("DequantizeLinear", "QuantizeLinear", "Transpose-u8", "Transpose-f32")] == [
+        4000, 1000, 1000, 4000]
     # 256 k floats = 1 MiB of a 2 MiB L2: half of 300 - 100 added
     assert in_network_ns("Split", mib / 4, 100.0, 300.0, 2 * mib) == 200.0
     assert in_network_ns("int8:Concat", mib, 100.0, 300.0, 2 * mib) == 200.0  # (a byte an element)
@@ -66,3 +68,19 @@ def test_an_extension_measures_again_the_copy_kinds_of_a_board_before_points_4()
                     samples=(Sample("Split", {"n_in": 512.0, "n_out": 512.0}, 100.0),), campaign={"points": 3})
     assert calibration._stale(old, [split, relu, s8out]) == {"Split", "int8:Split-s8out"}
     assert calibration._stale(dataclasses.replace(old, campaign={"points": calibration.POINTS_VERSION}), [split, relu, s8out]) == set()
+
+
+@pytest.mark.parametrize("kind", ["glue:DequantizeLinear", "glue:Transpose-u8", "glue:QuantizeLinear"])
+def test_a_glue_point_is_measured_as_it_is_and_flushed(kind: str) -> None:
+    """A uint8 input (the DequantizeLinear's, the uint8 Transpose's) takes the flush's zero in its own type."""
+    sample, _ = measure_point(GridPoint(kind, (("c", 16), ("h", 18))), threads=1, runs=1, warmup=0, flush_bytes=1 << 20)
+    assert sample.profiled_ns is not None
+    hot, flushed = sample.profiled_ns
+    assert sample.t_ns == in_network_ns(kind, 16 * 18 * 18, hot, flushed, l2_cache_bytes())
+
+
+def test_an_extension_measures_again_the_glue_kinds_of_a_board_before_points_5() -> None:
+    glue, split = GridPoint("glue:DequantizeLinear", (("c", 8), ("h", 8))), GridPoint("Split", (("c", 8), ("h", 8)))
+    old = HostModel(ort_version=ort.__version__, cpu="cpu", machine={}, threads=1, level="all", int8=True, fits={},
+                    samples=(), campaign={"points": 4})
+    assert calibration._stale(old, [glue, split]) == {"glue:DequantizeLinear"}
