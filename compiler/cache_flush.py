@@ -1,7 +1,8 @@
-"""The cache flush of a weighted calibration point: how much to read on this machine, and the model that reads it.
+"""The cache flush of a calibration point: how much to read on this machine, the model that reads it, its caches.
 
-:func:`flushed` reads a last-level cache's worth of memory before a GEMM point runs, so its weights come from
-memory, as a network's layer finds them after the other layers ran (:mod:`.weight_fetch` mixes the two times).
+:func:`flushed` reads a last-level cache's worth of memory before a point runs, so a GEMM point's weights come from
+memory, as a network's layer finds them after the other layers ran (:mod:`.weight_fetch` mixes the two times), and a
+copy or glue point's outputs are cold (:mod:`.cold_outputs` mixes them by the L2, :func:`l2_cache_bytes`).
 """
 
 from __future__ import annotations

@@ -121,17 +121,22 @@ def measure_point(point: GridPoint, *, threads: int, runs: int, warmup: int, see
     return sample, level
 
 
-def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int,
-                     flush_bytes: int = 0) -> tuple[Sample, str]:
+def _loaded_point(model: onnx.ModelProto, flush_bytes: int) -> tuple[Any, dict[str, np.ndarray]]:
+    """A point's model through the front end, and the flush buffer it reads when :func:`flushed`."""
     from cimsplit.compiler.frontend import load
-    from cimsplit.compiler.host_profile import profile_model
 
-    model = point_model(point, seed, flush_bytes)
     with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
         path = Path(folder) / "point.onnx"
         onnx.save(model, path)
         loaded = load(path)
-    given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if any(i.name == FLUSH_PREFIX for i in model.graph.input) else {}
+    return loaded, {FLUSH_PREFIX: flush_buffer(flush_bytes)} if any(i.name == FLUSH_PREFIX for i in model.graph.input) else {}
+
+
+def _profiled_sample(point: GridPoint, *, threads: int, runs: int, warmup: int, seed: int,
+                     flush_bytes: int = 0) -> tuple[Sample, str]:
+    from cimsplit.compiler.host_profile import profile_model
+
+    loaded, given = _loaded_point(point_model(point, seed, flush_bytes), flush_bytes)
     node_types = {node.name: node.op_type for node in loaded.model.graph.node}
     if point.kind == QUANTIZED_SILU:  # the first conv's activation nodes, as a network's conv has them
         op = next((o for o in loaded.workload.operators if quantized_silu(o, node_types)), None)
@@ -173,15 +178,10 @@ def _measure_glue(point: GridPoint, *, threads: int, runs: int, warmup: int, see
                   flush_bytes: int = 0) -> tuple[Sample, str]:
     """A layout-glue kernel alone: its node's median, by its element count; with ``flush_bytes`` also :func:`flushed`,
     mixed as a copy's (a Q/DQ or Transpose writes a new buffer: :func:`~.cold_outputs.in_network_ns`)."""
-    from cimsplit.compiler.frontend import load
     from cimsplit.compiler.host_profile import profile_model
 
     def median(model: onnx.ModelProto) -> tuple[float, str]:
-        with tempfile.TemporaryDirectory(prefix="cimsplit-calibrate-") as folder:
-            path = Path(folder) / "point.onnx"
-            onnx.save(model, path)
-            loaded = load(path)
-        given = {FLUSH_PREFIX: flush_buffer(flush_bytes)} if any(i.name == FLUSH_PREFIX for i in model.graph.input) else {}
+        loaded, given = _loaded_point(model, flush_bytes)
         profile = profile_model(loaded, runs=runs, warmup=warmup, threads=threads, seed=seed, progress=False, given_inputs=given)
         return float(profile.nodes[MEASURED_NODE]["median_ns"]), str(getattr(profile, "level", "off"))
 
