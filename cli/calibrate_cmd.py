@@ -3,7 +3,7 @@
     cimsplit calibrate -o board.json [--threads 1] [--int8] [--budget-s 300] [--runs 5] [--warmup 2] [--force]
     cimsplit calibrate -o new.json --refit board.json
     cimsplit calibrate -o new.json --extend board.json [--budget-s 300]
-    cimsplit calibrate --check board.json [--points 24]
+    cimsplit calibrate --check board.json [--points 24] [-o rescaled.json]
 
 ``--refit`` measures nothing: it fits the samples an earlier calibration
 recorded with this cimsplit's predictors and writes them with that
@@ -12,9 +12,10 @@ calibration's samples (of this machine, onnxruntime and thread count) and
 measures only what it lacks: kinds it has none of, GEMM points its grid or
 budget did not reach, and the kinds whose points this cimsplit measures otherwise
 (calibration's ``POINTS_VERSION``); its samples of points the grid no longer has, and of
-those kinds, are dropped.  ``--check`` writes nothing: it measures some of a
-calibration's points again here (:mod:`cimsplit.compiler.calibration_check`) and
-says how much faster or slower this machine runs than the calibration says.
+those kinds, are dropped.  ``--check`` measures some of a calibration's points
+again here (:mod:`cimsplit.compiler.calibration_check`) and says how much faster or
+slower this machine runs than the calibration says; with ``-o`` it also writes the
+calibration rescaled to that speed (seconds of measuring, where a campaign takes an hour).
 
 Runs the micro-benchmark grid of :mod:`cimsplit.compiler.calibration` (one
 operator per model, profiled as ``cimsplit profile`` profiles) until the time
@@ -30,6 +31,7 @@ import dataclasses
 import math
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--extend", metavar="CALIBRATION", default=None,
                         help="keep an earlier calibration's samples and measure only the kinds and GEMM points it lacks")
     parser.add_argument("--check", metavar="CALIBRATION", default=None,
-                        help="measure some of a calibration's points again and compare this machine's speed with it (writes nothing)")
+                        help="measure some of a calibration's points again and compare this machine's speed with it "
+                             "(with -o: write it rescaled to this speed)")
     parser.add_argument("--points", type=int, default=24, metavar="N", help="points --check measures (default 24)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (or, in a log, no progress lines)")
@@ -96,17 +99,17 @@ class CampaignProgress:
 def run(args: argparse.Namespace) -> int:
     from cimsplit.compiler.calibration import calibrate
 
-    if args.check is not None:
-        if args.output is not None or args.refit is not None or args.extend is not None:
-            raise CimsplitError("--check writes nothing: pass it without -o, --refit or --extend")
-        return check(args.check, args.points)
-    if args.output is None:
+    if args.check is not None and (args.refit is not None or args.extend is not None):
+        raise CimsplitError("--check measures a calibration as it is: pass it without --refit or --extend")
+    if args.output is None and args.check is None:
         raise CimsplitError("calibrate needs -o FILE, the calibration to write (or --check CALIBRATION)")
-    output = Path(args.output)
-    if output.is_dir():
+    output = None if args.output is None else Path(args.output)
+    if output is not None and output.is_dir():
         raise CimsplitError(f"{output} is a directory", hint="pass -o with a file name")
-    if output.exists() and not args.force:
+    if output is not None and output.exists() and not args.force:
         raise CimsplitError(f"{output} already exists", hint="pass --force to overwrite it")
+    if args.check is not None:
+        return check(args.check, args.points, output)
     if args.runs < 1 or args.warmup < 0:
         raise CimsplitError("--runs must be at least 1 and --warmup zero or more")
     if args.refit is not None and args.extend is not None:
@@ -127,10 +130,7 @@ def run(args: argparse.Namespace) -> int:
                               warmup=args.warmup, progress=progress, extend=extend)
         after = speed_ratio(model) if checked else None  # its points measured again at the end: did the speed hold?
         model = dataclasses.replace(model, campaign={**model.campaign, "speed_before": before, "speed_after": after})
-    try:
-        model.save(output)
-    except OSError as exc:
-        raise CimsplitError(f"cannot write {output}: {exc.strerror or exc}") from None
+    _save(model, output)
     campaign = model.campaign
     if args.refit is not None:
         print(f"refitted the {len(model.samples)} samples of {args.refit}")
@@ -190,11 +190,19 @@ def speed_ratio(board: HostModel) -> float | None:
     return result.ratio if result.references else None
 
 
-def check(source: str, count: int) -> int:
-    """``--check``: measure up to ``count`` of the calibration's points here and print how the times compare."""
+def _save(model: HostModel, output: Path) -> None:
+    try:
+        model.save(output)
+    except OSError as exc:
+        raise CimsplitError(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def check(source: str, count: int, output: Path | None = None) -> int:
+    """``--check``: measure up to ``count`` of the calibration's points here and print how the times compare; with
+    ``output``, write the calibration rescaled to them."""
     import onnxruntime as ort
 
-    from cimsplit.compiler.calibration_check import reference_points, speed_check
+    from cimsplit.compiler.calibration_check import DRIFT_CLASSES, drift_class, reference_points, rescaled, speed_check
     from cimsplit.compiler.host_model import HostModel
     from cimsplit.compiler.host_profile import cpu_model
 
@@ -214,13 +222,20 @@ def check(source: str, count: int) -> int:
     if not result.references:
         raise CimsplitError(f"none of the {len(references)} points of {source} tried could be measured here as its kind")
     low, high = result.quartiles()
+    ratios = result.ratios()
+    counted = Counter(drift_class(r.kind) for r in result.references)
+    by_class = ", ".join(f"{name} {ratios[name]:.3f} ({counted[name]})" for name in DRIFT_CLASSES if counted[name])
     print(f"measured {len(result.references)} of its points again: time now / then, median {result.ratio:.3f} "
-          f"(quartiles {low:.3f}-{high:.3f}); GEMM kinds {result.ratio_for('Conv'):.3f}, the others {result.ratio_for('Add'):.3f}")
+          f"(quartiles {low:.3f}-{high:.3f}); by kernel class (points): {by_class}")
     change = result.ratio - 1
     if abs(change) <= SPEED_TOLERANCE:
         print(f"this machine runs as calibrated (within {100 * SPEED_TOLERANCE:.0f} %)")
     else:
         print(f"this machine runs {100 * abs(change):.0f} % {'slower' if change > 0 else 'faster'} than calibrated: "
               f"predicted host latencies are {100 * abs(change) / result.ratio:.0f} % {'low' if change > 0 else 'high'} "
-              "here (calibrate it anew, or measure when it is quiet)")
+              "here (`calibrate --check` with -o rescales it to this speed; or calibrate it anew, or measure when it is quiet)")
+    if output is not None:
+        _save(rescaled(board, result, source), output)
+        print(f"wrote {output}: {source} rescaled to this machine's speed now "
+              f"({', '.join(f'{name} x{ratios[name]:.3f}' for name in DRIFT_CLASSES)})")
     return 0

@@ -11,12 +11,21 @@ A sample is matched to its grid point by its kind and GEMM descriptors, or an el
 (its input's, else its output's), and only where that names one point (:func:`reference_points`): the board records
 a point's descriptors, not its geometry, and two convs of one GEMM shape are different kernels.  Compute-bound
 and memory-bound kernels need not drift alike (a neighbour can take memory bandwidth and leave the cores), so the
-GEMM kinds' ratio and the others' are kept apart (:meth:`SpeedCheck.ratio_for`).
+ratios are kept apart by :func:`drift_class`: GEMM kinds, depthwise convs (GEMM kinds, but 9-49 MACs an output
+element: memory-bound) and element kinds.  On the Intel Xeon VM two days after its GEMM samples were measured,
+16 float depthwise points each took a median 1.30x their board times, 16 convs 1.14x.
+
+:func:`rescaled` re-anchors a board to the check (``calibrate --check B -o NEW``): every fit and sample of a class
+scaled by its ratio, so that a board measured once predicts at this machine's speed now, after seconds of
+measuring rather than a campaign.  It changes no fit's shape: what the check cannot see (a kind's drift apart from
+its class's) stays.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -25,12 +34,21 @@ import numpy as np
 
 from cimsplit.compiler.calibration_grid import gemm_descriptors, grid
 from cimsplit.compiler.calibration_models import GridPoint
-from cimsplit.compiler.host_model import HostModel, Sample, is_gemm_kind
+from cimsplit.compiler.host_model import HostModel, Sample, anchor_kind, is_gemm_kind
+
+DRIFT_CLASSES = ("gemm", "depthwise", "element")
 
 REFERENCE_MIN_NS = 50_000.0
 """The shortest point taken as a reference: onnxruntime's profiler counts whole microseconds."""
 REFERENCE_MAX_NS = 2_000_000.0
 """The longest: a reference costs four sessions' turns of runs, and the check should take seconds."""
+
+
+def drift_class(kind: str) -> str:
+    """The class of :data:`DRIFT_CLASSES` whose speed ``kind``'s kernel follows (module docstring)."""
+    if not is_gemm_kind(kind):
+        return "element"
+    return "depthwise" if "-depthwise" in anchor_kind(kind) else "gemm"
 
 
 @dataclass(frozen=True)
@@ -61,9 +79,13 @@ class SpeedCheck:
         return tuple(float(q) for q in np.percentile([r.ratio for r in self.references], (25, 75)))  # type: ignore[return-value]
 
     def ratio_for(self, kind: str) -> float:
-        """The median ratio of the references of ``kind``'s class, GEMM or not; :attr:`ratio` without any."""
-        same = [r.ratio for r in self.references if is_gemm_kind(r.kind) == is_gemm_kind(kind)]
+        """The median ratio of the references of ``kind``'s :func:`drift_class`; :attr:`ratio` without any."""
+        same = [r.ratio for r in self.references if drift_class(r.kind) == drift_class(kind)]
         return float(np.median(same)) if same else self.ratio
+
+    def ratios(self) -> dict[str, float]:
+        """:meth:`ratio_for` of each class of :data:`DRIFT_CLASSES` (the median of all for a class without references)."""
+        return {name: self.ratio_for(kind) for name, kind in zip(DRIFT_CLASSES, ("Conv", "Conv-depthwise", "Add"))}
 
 
 def hot_ns(sample: Sample) -> float:
@@ -99,8 +121,8 @@ def reference_points(board: HostModel, kinds: Collection[str] | None = None, cou
         if point is not None:
             by_kind.setdefault(sample.kind, []).append((point, sample))
     wanted = [kind for kind in sorted(by_kind) if kinds is None or kind in kinds] or sorted(by_kind)
-    gemm, other = [k for k in wanted if is_gemm_kind(k)], [k for k in wanted if not is_gemm_kind(k)]
-    wanted = [k for pair in itertools.zip_longest(gemm, other) for k in pair if k is not None]  # the classes in turn
+    classes = [[k for k in wanted if drift_class(k) == name] for name in DRIFT_CLASSES]
+    wanted = [k for turn in itertools.zip_longest(*classes) for k in turn if k is not None]  # the classes in turn
     spread = {}
     for kind in wanted:
         pairs = sorted(by_kind[kind], key=lambda pair: hot_ns(pair[1]))
@@ -131,3 +153,20 @@ def speed_check(board: HostModel, references: list[tuple[GridPoint, Sample]],
         except RuntimeError:  # a point onnxruntime runs as another kind here (the campaign skips it too)
             continue
     return SpeedCheck(tuple(measured))
+
+
+def rescaled(board: HostModel, check: SpeedCheck, source: str) -> HostModel:
+    """``board`` at this machine's speed now: each kind's fit and samples times its class's ratio in ``check``
+    (:meth:`SpeedCheck.ratios`); the campaign records the ratios, how many points gave them, and when."""
+    ratios = check.ratios()
+
+    def scaled(sample: Sample) -> Sample:
+        ratio = ratios[drift_class(sample.kind)]
+        times = None if sample.profiled_ns is None else (sample.profiled_ns[0] * ratio, sample.profiled_ns[1] * ratio)
+        return dataclasses.replace(sample, t_ns=sample.t_ns * ratio, profiled_ns=times)
+
+    fits = {kind: dataclasses.replace(fit, scale=fit.scale * ratios[drift_class(kind)]) for kind, fit in board.fits.items()}
+    record = {"from": source, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ratios": ratios,
+              "references": len(check.references)}
+    return dataclasses.replace(board, fits=fits, samples=tuple(scaled(s) for s in board.samples),
+                               campaign={**board.campaign, "rescaled": [*board.campaign.get("rescaled", []), record]})

@@ -169,6 +169,8 @@ class KindFit:
     """Smallest and largest value of each descriptor among the samples."""
     correction: Correction | None = None
     """The kernel ridge correction of ``method`` (GEMM kinds, when it lowers the held-out error)."""
+    scale: float = 1.0
+    """A factor on every prediction: a board re-anchored to its machine's speed (:func:`.calibration_check.rescaled`)."""
 
     @property
     def label(self) -> str:
@@ -182,7 +184,7 @@ class KindFit:
 
     def predict_ns(self, features: Mapping[str, float]) -> float:
         linear = evaluate(self.method, self.coefficients, features)
-        return linear if self.correction is None else max(linear * self.correction.factor(features), 1.0)
+        return self.scale * (linear if self.correction is None else max(linear * self.correction.factor(features), 1.0))
 
     def to_dict(self) -> dict[str, Any]:
         data = {"method": self.method, "coefficients": list(self.coefficients), "samples": self.samples,
@@ -190,7 +192,7 @@ class KindFit:
                 "ranges": {key: list(value) for key, value in self.ranges.items()}}
         if self.correction is not None:
             data["correction"] = self.correction.to_dict()
-        return data
+        return data if self.scale == 1.0 else {**data, "scale": self.scale}
 
     @classmethod
     def from_dict(cls, kind: str, data: Mapping[str, Any]) -> KindFit:
@@ -200,7 +202,7 @@ class KindFit:
         return cls(kind, method, tuple(float(c) for c in data["coefficients"]), int(data["samples"]),
                    float(data["fit_mape"]), {k: (None if v is None else float(v)) for k, v in data["cv_mape"].items()},
                    {k: (float(v[0]), float(v[1])) for k, v in data.get("ranges", {}).items()},
-                   Correction.from_dict(data["correction"]) if "correction" in data else None)
+                   Correction.from_dict(data["correction"]) if "correction" in data else None, float(data.get("scale", 1.0)))
 
 
 def is_gemm_kind(kind: str) -> bool:
@@ -376,7 +378,7 @@ class HostModel:
         """What plan.json records about the calibration the host costs were predicted from."""
         return {"calibration": self.source, "cpu": self.cpu, "ort_version": self.ort_version,
                 "threads": self.threads, "level": self.level, "machine": dict(self.machine),
-                "kinds": sorted(self.fits), "created": self.campaign.get("created")}
+                "kinds": sorted(self.fits), "created": self.campaign.get("created"), "rescaled": self.campaign.get("rescaled", [])}
 
     @classmethod
     def load(cls, path: str | Path) -> HostModel:

@@ -7,6 +7,7 @@ one Relu sample (an element point, matched by its element count) at 120 us.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -14,9 +15,9 @@ import onnxruntime as ort
 import pytest
 
 from cimsplit.cli import main
-from cimsplit.compiler.calibration_check import SpeedCheck, hot_ns, reference_points, speed_check
+from cimsplit.compiler.calibration_check import Reference, SpeedCheck, drift_class, hot_ns, reference_points, rescaled, speed_check
 from cimsplit.compiler.calibration_grid import gemm_descriptors, grid
-from cimsplit.compiler.host_model import HostModel, Sample
+from cimsplit.compiler.host_model import HostModel, KindFit, Sample
 
 CONV_US = (20, 100, 200, 300, 3000)
 GEMM_US = (150, 250, 400)
@@ -77,6 +78,37 @@ def test_the_check_is_the_median_ratio_of_the_times_now_to_the_board_s() -> None
     assert SpeedCheck(check.references[:1]).ratio_for("Add") == pytest.approx(1.1)  # no element reference: all
 
 
+def test_kernel_classes_drift_apart() -> None:
+    assert [drift_class(k) for k in ("Conv", "int8:Conv-s8in", "Gemm", "int8:MatMul-s8", "Conv-depthwise+Clip",
+                                     "int8:Conv-depthwise-s8out", "Relu", "glue:DequantizeLinear")] == [
+        "gemm", "gemm", "gemm", "gemm", "depthwise", "depthwise", "element", "element"]
+    references = tuple(Reference(kind, (1,), 100.0, 100.0 * ratio) for kind, ratio in
+                       (("Conv", 1.1), ("int8:Gemm", 1.3), ("Conv-depthwise", 1.5), ("Relu", 1.25)))
+    assert SpeedCheck(references).ratios() == pytest.approx({"gemm": 1.2, "depthwise": 1.5, "element": 1.25})
+    assert SpeedCheck(references[:2]).ratios()["depthwise"] == pytest.approx(1.2)  # none of the class: all of them
+    depthwise = _unique_points("Conv-depthwise", 1)[0]
+    board = dataclasses.replace(_board(), samples=(*_board().samples, _sample(depthwise, 180)))
+    # the classes in turn (Conv, Conv-depthwise, Relu, then Gemm), one point each: the medians
+    assert _times_us(reference_points(board, count=4)) == [200, 180, 120, 250]
+
+
+def test_a_rescaled_board_predicts_each_class_at_its_ratio(tmp_path: Path) -> None:
+    def fit(kind: str, method: str, coefficients: tuple[float, ...]) -> KindFit:
+        return KindFit(kind, method, coefficients, 3, 0.0, {}, {})
+
+    board = dataclasses.replace(_board(), fits={"Conv": fit("Conv", "relative-linear", (1000.0, 0.5, 0.0, 0.0, 0.0)),
+                                                "Relu": fit("Relu", "relative-elements", (500.0, 1.0, 0.0))})
+    conv, relu = {"m": 10.0, "n": 20.0, "n_mvm": 30.0, "n_in": 1.0, "n_out": 1.0}, {"n_in": 4000.0, "n_out": 4000.0}
+    assert board.predict_kind_ns("Conv", conv) == 1000 + 0.5 * 6000 and board.predict_kind_ns("Relu", relu) == 4500
+    references = (Reference("Conv", (1,), 100.0, 120.0), Reference("Relu", (1,), 100.0, 125.0))
+    rescaled(board, SpeedCheck(references), "b.json").save(tmp_path / "now.json")
+    now = HostModel.load(tmp_path / "now.json")
+    assert now.predict_kind_ns("Conv", conv) == pytest.approx(1.2 * 4000) and now.predict_kind_ns("Relu", relu) == pytest.approx(1.25 * 4500)
+    assert [s.t_ns for s in now.samples] == pytest.approx([1.2 * 9e9] * 9 + [1.25 * 120_000.0])
+    assert now.campaign["rescaled"][0]["ratios"] == pytest.approx({"gemm": 1.2, "depthwise": 1.225, "element": 1.25})  # no depthwise reference: all
+    assert now.summary()["rescaled"] == now.campaign["rescaled"]
+
+
 def test_a_point_that_cannot_be_measured_as_its_kind_is_left_out() -> None:
     board = _board()
     references = reference_points(board, count=3)
@@ -111,14 +143,28 @@ def test_calibrate_check_prints_the_speed_and_writes_nothing(tmp_path: Path, cap
     assert main(["calibrate", "--check", str(board), "--points", "1"]) == 0
     out = capsys.readouterr().out
     assert "calibrated 2026-01-01T00:00:00Z on test board" in out and "note: this machine's cpu is" in out
-    assert "measured 1 of its points again: time now / then, median" in out and "GEMM kinds " in out
+    assert "measured 1 of its points again: time now / then, median" in out and "by kernel class (points): gemm " in out
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_calibrate_check_with_output_writes_the_board_rescaled(tmp_path: Path, capsys) -> None:
+    board, out = tmp_path / "board.json", tmp_path / "now.json"
+    _board(board)
+    assert main(["calibrate", "--check", str(board), "--points", "1", "-o", str(out)]) == 0
+    assert f"wrote {out}: {board} rescaled to this machine's speed now (gemm x" in capsys.readouterr().out
+    (record,) = HostModel.load(out).campaign["rescaled"]
+    assert record["from"] == str(board) and record["references"] == 1 and set(record["ratios"]) == {"gemm", "depthwise", "element"}
+    ratio = record["ratios"]["gemm"]  # the one reference, a Conv: every class takes it
+    assert HostModel.load(out).samples[0].profiled_ns == pytest.approx((20_000.0 * ratio, 5e9 * ratio))
+    written = out.read_bytes()
+    assert "already exists" in _error(capsys, ["calibrate", "--check", str(board), "-o", str(out)])
+    assert out.read_bytes() == written
 
 
 def test_calibrate_check_errors(tmp_path: Path, capsys) -> None:
     board = tmp_path / "board.json"
     _board(board)
-    assert "writes nothing" in _error(capsys, ["calibrate", "--check", str(board), "-o", str(tmp_path / "x.json")])
+    assert "without --refit or --extend" in _error(capsys, ["calibrate", "--check", str(board), "--refit", str(board)])
     assert "needs -o FILE" in _error(capsys, ["calibrate"])
     assert "--points must be at least 1" in _error(capsys, ["calibrate", "--check", str(board), "--points", "0"])
     HostModel(ort_version=ort.__version__, cpu="test board", machine={}, threads=1, level="all", int8=False,
