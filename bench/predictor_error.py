@@ -20,7 +20,10 @@ Before each round, some of each calibration's points of the model's kinds are me
 (:mod:`cimsplit.compiler.calibration_check`): their median ratios of now to the board's times (GEMM kinds, the
 others) say how much slower or faster this machine runs than when it was calibrated, and the errors are also printed
 with each prediction scaled by its class's ratio ("at now"), which separates the predictor's error from the machine's
-drift.  The targets are the unscaled ones.
+drift.  The kernel classes (:func:`~cimsplit.compiler.calibration_check.drift_class`) are GEMM kinds, depthwise
+convs and element kinds.  Each calibration is also evaluated as a user would re-anchor it before compiling
+(``cimsplit calibrate --check B -o NEW``): rescaled by the first round's check, before any truth is profiled
+(rows "B rescaled"; their plan cost is that board's).  The targets are the unscaled ones.
 
     .venv/bin/python bench/predictor_error.py --host-model board.json [other.json ...] [--runs 10] [--rounds 3] \\
         [--time-limit 20] [--onnx FILE@x=1,3,48,320 ...] [-o bench/results/predictor_error.txt]
@@ -46,7 +49,7 @@ import numpy as np
 import onnx
 
 from cimsplit.cli.table import format_table
-from cimsplit.compiler.calibration_check import SpeedCheck, reference_points, speed_check
+from cimsplit.compiler.calibration_check import DRIFT_CLASSES, SpeedCheck, reference_points, rescaled, speed_check
 from cimsplit.compiler.costs import build_costs
 from cimsplit.compiler.frontend import load
 from cimsplit.compiler.hardware import load_hardware
@@ -89,7 +92,7 @@ def truth_spread(workload: Workload, rounds: list[HostProfile], truth: dict[str,
 
 
 def now_then(ratios: dict[str, float] | None) -> str:
-    return "-" if ratios is None else f"{ratios['gemm']:.2f}/{ratios['other']:.2f}"
+    return "-" if ratios is None else "/".join(f"{ratios[name]:.2f}" for name in DRIFT_CLASSES)
 
 
 def median_check(checks: list[SpeedCheck]) -> SpeedCheck:
@@ -141,12 +144,16 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
     true_problem = problem_from_costs(loaded.workload, build_costs(loaded.workload, hardware, profile))
     best = place(true_problem, options)
     results = []
-    for calibration, host_model in host_models.items():
+    boards = dict(host_models)
+    for calibration, host_model in host_models.items():  # re-anchored before the truth, as a user would
+        if checks[calibration] and checks[calibration][0].references:
+            boards[f"{calibration} rescaled"] = rescaled(host_model, checks[calibration][0], calibration)
+    for calibration, host_model in boards.items():
         # An export's kinds the calibration lacks take the truth (left out of the errors, listed in the row)
         predicted = predicted_profile(loaded, host_model, allow_unpredicted=file is not None, measured=profile)
         guess = operator_latencies(loaded.workload, predicted)
         kernels = int8_kernels(loaded.model.graph, host_model.machine.get("machine"))
-        check = median_check(checks[calibration]) if references[calibration] else None
+        check = median_check(checks[calibration]) if references.get(calibration) else None
         errors, conv_errors, conv_errors_now, by_kind, per_op = [], [], [], {}, []
         sum_guess_now = 0.0
         for op in loaded.workload.operators:
@@ -176,9 +183,9 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
             "convs": len(conv_errors), "mape": mean, "max_ape": worst, "conv_mape": conv_mean, "conv_max_ape": conv_worst,
             "sum_profiled_ns": sum_true, "sum_predicted_ns": sum_guess,
             "sum_error_pct": 100 * (sum_guess - sum_true) / sum_true,
-            "board_now_then": {"gemm": check.ratio_for("Conv"), "other": check.ratio_for("Add")} if check else None,
+            "board_now_then": check.ratios() if check else None,
             "board_references": [dataclasses.asdict(r) for r in check.references] if check else [],
-            "conv_mape_at_now": _pct(conv_errors_now)[0], "sum_error_at_now_pct": 100 * (sum_guess_now / sum_true - 1),
+            "conv_mape_at_now": _pct(conv_errors_now)[0] if check else float("nan"), "sum_error_at_now_pct": 100 * (sum_guess_now / sum_true - 1),
             "plan_profiled_ns": best.schedule.makespan_ns, "plan_predicted_retimed_ns": retimed.makespan_ns,
             "plan_cost_pct": 100 * (retimed.makespan_ns - best.schedule.makespan_ns) / best.schedule.makespan_ns,
             "solver_status": f"{best.solver.status}/{chosen.solver.status}", "profiled_s": profiled_s,
@@ -209,12 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     host_models = {file: HostModel.load(file) for file in args.host_model}
     load_before = os.getloadavg()
     rows, results = [], []
+    several = len(host_models) > 1 or args.references > 0  # (each board is also evaluated rescaled)
     cases = [(name, int8, None) for name in args.models for int8 in ((False,) if args.float_only else (False, True))]
     cases += [(label, False, (path, shapes)) for label, path, shapes in map(exported, args.onnx)]
     for name, int8, file in cases:
         for result in evaluate(name, int8, host_models, args, file):
             results.append(result)
-            rows.append([result["model"], *([result["calibration"]] if len(host_models) > 1 else []),
+            rows.append([result["model"], *([result["calibration"]] if several else []),
                          str(result["operators"]), f"{result['mape']:.1f}", f"{result['max_ape']:.0f}",
                          f"{result['conv_mape']:.1f}", f"{result['conv_max_ape']:.0f}", f"{result['sum_error_pct']:+.1f}",
                          f"{result['plan_cost_pct']:+.2f}", now_then(result["board_now_then"]),
@@ -238,19 +246,19 @@ def main(argv: list[str] | None = None) -> int:
         "# rounds' conv % / sum %: the noise floor, how far the rounds are from their median (convs' mean absolute "
         "difference; the largest |difference| of a round's sum)",
         f"# board now/then: the median ratios of {args.references} of the calibration's points (of the model's kinds) "
-        "measured again before each round to the board's times, GEMM kinds / the others; 'at now': the predictions "
-        "scaled by their class's",
+        "measured again before each round to the board's times, GEMM kinds / depthwise convs / element kinds; 'at now': "
+        "the predictions scaled by their class's; 'B rescaled': board B rescaled by the first round's check (calibrate --check B -o NEW)",
         "",
-        format_table(["model", *(["calibration"] if len(host_models) > 1 else []), "ops", "MAPE %", "max %", "conv MAPE %",
+        format_table(["model", *(["calibration"] if several else []), "ops", "MAPE %", "max %", "conv MAPE %",
                       "conv max %", "sum err %", "plan cost %", "board now/then", "conv MAPE at now %",
                       "sum err at now %", "rounds' conv %", "rounds' sum %", "solver", "not predicted (profiled)"],
-                     rows, [False, *([False] if len(host_models) > 1 else []), *[True] * 12, False, False]),
+                     rows, [False, *([False] if several else []), *[True] * 12, False, False]),
         "",
         "per kind, sum of T_host profiled -> predicted (ms):",
     ]
     for result in results:
         kinds = ", ".join(f"{k} {v['profiled_ns'] / 1e6:.2f}->{v['predicted_ns'] / 1e6:.2f}" for k, v in result["by_kind"].items())
-        lines.append(f"  {result['model']}{' (' + result['calibration'] + ')' if len(host_models) > 1 else ''}: {kinds}")
+        lines.append(f"  {result['model']}{' (' + result['calibration'] + ')' if several else ''}: {kinds}")
     fits = ", ".join(f"{kind} {fit.label} (cv {100 * (fit.held_out_mape or float('nan')):.0f}%, "
                      f"Pipe-it {100 * (fit.cv_mape.get('pipeit') or float('nan')):.0f}%)"
                      for kind, fit in sorted(host_model.fits.items()) if "Conv" in kind or "Gemm" in kind)
