@@ -37,6 +37,7 @@ from cimsplit.compiler.calibration_models import GridPoint
 from cimsplit.compiler.host_model import HostModel, Sample, anchor_kind, is_gemm_kind
 
 DRIFT_CLASSES = ("gemm", "depthwise", "element")
+"""Kernel classes whose speeds a check measures apart (:func:`drift_class`)."""
 
 REFERENCE_MIN_NS = 50_000.0
 """The shortest point taken as a reference: onnxruntime's profiler counts whole microseconds."""
