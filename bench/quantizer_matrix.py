@@ -52,15 +52,15 @@ Shapes = dict[str, tuple[int, ...]]
 
 
 class SeededInputs(CalibrationDataReader):
-    """Three seeded standard-normal batches for the model's inputs (``shapes`` by input name; else their
-    dynamic dims taken as 1)."""
+    """Three seeded batches for the model's inputs, as ``cimsplit profile`` makes them (floats standard normal,
+    integers such as token ids small; ``shapes`` by input name, else their dynamic dims taken as 1)."""
 
     def __init__(self, model: Path, shapes: Shapes | None = None) -> None:
-        graph = onnx.load(model, load_external_data=False).graph
-        shapes = shapes or {i.name: tuple(d.dim_value or 1 for d in i.type.tensor_type.shape.dim) for i in graph.input}
-        rng = np.random.default_rng(0)
-        self._batches = iter([{k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
-                              for _ in range(3)])
+        from cimsplit.compiler.ort_profiler import random_inputs
+
+        proto = onnx.load(model, load_external_data=False)
+        shapes = shapes or {i.name: tuple(d.dim_value or 1 for d in i.type.tensor_type.shape.dim) for i in proto.graph.input}
+        self._batches = iter([random_inputs(proto, shapes, seed) for seed in range(3)])
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         return next(self._batches, None)
@@ -97,6 +97,11 @@ class Report:
     def save(self, path: str) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text("\n".join(self.lines) + "\n", encoding="utf-8")
+
+    def close(self, passed: int, total: int, path: str) -> None:
+        """Say how many cases passed and save the lines to ``path``."""
+        self.say(f"# {passed} of {total} compiled and passed --check (the rest: the row says whose failure it is)")
+        self.save(path)
 
 
 def last_line(text: str) -> str:
@@ -145,6 +150,13 @@ def case(model: Path, config: str, tmp: Path, crossbars: int, time_limit: float,
     checked = subprocess.run([CIMSPLIT, "run", str(out), "--check"], capture_output=True, text=True)
     check = last_line(checked.stdout if checked.returncode == 0 else checked.stderr)
     return "ok", cim, difference, (check if checked.returncode == 0 else f"exit {checked.returncode}: {check}")[:100]
+
+
+def say_case(say: Callable[[str], None], label: str, config: str, outcome: tuple[str, str, str, str]) -> bool:
+    """Print one :func:`case`'s row after ``label`` (padded by the caller); True when its check passed."""
+    built, cim, difference, check = outcome
+    say(f"{label} {config:<18} {built:<8} {cim:>4} {difference:>11}  {check}")
+    return check == "check passed"
 
 
 def main() -> int:
