@@ -187,13 +187,12 @@ def main() -> int:
             size = [] if model_name == "vit_tiny" else ["--image-size", str(args.image_size)]
             subprocess.run([CIMSPLIT, "zoo", model_name, "-o", str(model), *size], check=True, capture_output=True)
             for config in configs:
-                built, cim, difference, check = case(model, config, tmp, args.crossbars, args.time_limit)
+                outcome = case(model, config, tmp, args.crossbars, args.time_limit)
                 total += 1
-                passed += check == "check passed"
+                passed += say_case(say, f"{model_name:<18}", config, outcome)
                 if config != "dynamic":
                     static += 1
-                    identical += difference == "0"
-                say(f"{model_name:<18} {config:<18} {built:<8} {cim:>4} {difference:>11}  {check}")
+                    identical += outcome[2] == "0"
     say(f"# {passed} of {total} compiled and passed --check; partitioned.onnx bit-identical in {identical} of {static} "
         "statically quantized cases")
     report.save(args.out)
