@@ -197,6 +197,21 @@ def _save(model: HostModel, output: Path) -> None:
         raise CimsplitError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
+def speed_verdict(ratios: dict[str, float], counted: Counter[str]) -> str:
+    """Whether each kernel class measured (``counted``: its references) runs within :data:`SPEED_TOLERANCE` of the
+    calibration (``ratios``: now / then), and by how much those that do not are off."""
+    from cimsplit.compiler.calibration_check import DRIFT_CLASSES
+
+    off = [name for name in DRIFT_CLASSES if counted[name] and abs(ratios[name] - 1) > SPEED_TOLERANCE]
+    if not off:
+        return f"this machine runs as calibrated (within {100 * SPEED_TOLERANCE:.0f} % in each kernel class)"
+    drift = ", ".join(f"{name} kernels {100 * abs(ratios[name] - 1):.0f} % {'slower' if ratios[name] > 1 else 'faster'} "
+                      f"(predicted {100 * abs(ratios[name] - 1) / ratios[name]:.0f} % {'low' if ratios[name] > 1 else 'high'})"
+                      for name in off)
+    return (f"this machine does not run as calibrated: {drift} (`calibrate --check` with -o rescales the calibration to "
+            "this speed; or calibrate it anew, or measure when it is quiet)")
+
+
 def check(source: str, count: int, output: Path | None = None) -> int:
     """``--check``: measure up to ``count`` of the calibration's points here and print how the times compare; with
     ``output``, write the calibration rescaled to them."""
@@ -227,13 +242,7 @@ def check(source: str, count: int, output: Path | None = None) -> int:
     by_class = ", ".join(f"{name} {ratios[name]:.3f} ({counted[name]})" for name in DRIFT_CLASSES if counted[name])
     print(f"measured {len(result.references)} of its points again: time now / then, median {result.ratio:.3f} "
           f"(quartiles {low:.3f}-{high:.3f}); by kernel class (points): {by_class}")
-    change = result.ratio - 1
-    if abs(change) <= SPEED_TOLERANCE:
-        print(f"this machine runs as calibrated (within {100 * SPEED_TOLERANCE:.0f} %)")
-    else:
-        print(f"this machine runs {100 * abs(change):.0f} % {'slower' if change > 0 else 'faster'} than calibrated: "
-              f"predicted host latencies are {100 * abs(change) / result.ratio:.0f} % {'low' if change > 0 else 'high'} "
-              "here (`calibrate --check` with -o rescales it to this speed; or calibrate it anew, or measure when it is quiet)")
+    print(speed_verdict(ratios, counted))
     if output is not None:
         _save(rescaled(board, result, source), output)
         print(f"wrote {output}: {source} rescaled to this machine's speed now "

@@ -183,6 +183,17 @@ def test_a_campaign_says_when_its_machine_s_speed_moved() -> None:
     assert moved.startswith("note: at the end, 16 of the campaign's points took 0.85x the times it recorded")
 
 
+def test_the_check_says_which_kernel_classes_moved() -> None:
+    from cimsplit.cli.calibrate_cmd import speed_verdict
+
+    counted = Counter({"gemm": 3, "element": 2})
+    assert speed_verdict({"gemm": 1.08, "depthwise": 1.5, "element": 0.95}, counted) == (
+        "this machine runs as calibrated (within 10 % in each kernel class)")  # (no depthwise point was measured)
+    verdict = speed_verdict({"gemm": 1.25, "depthwise": 1.25, "element": 0.8}, counted)
+    assert verdict.startswith("this machine does not run as calibrated: gemm kernels 25 % slower (predicted 20 % low), "
+                              "element kernels 20 % faster (predicted 25 % high) (")
+
+
 def test_a_board_without_points_to_measure_again_has_no_speed() -> None:
     from cimsplit.cli.calibrate_cmd import speed_ratio
 
