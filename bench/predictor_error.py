@@ -147,7 +147,7 @@ def evaluate(name: str, int8: bool, host_models: dict[str, HostModel], args: arg
     boards = dict(host_models)
     for calibration, host_model in host_models.items():  # re-anchored before the truth, as a user would
         if checks[calibration] and checks[calibration][0].references:
-            boards[f"{calibration} rescaled"] = rescaled(host_model, checks[calibration][0], calibration)
+            boards[f"{calibration} rescaled"] = rescaled(host_model, checks[calibration][0])
     for calibration, host_model in boards.items():
         # An export's kinds the calibration lacks take the truth (left out of the errors, listed in the row)
         predicted = predicted_profile(loaded, host_model, allow_unpredicted=file is not None, measured=profile)

@@ -244,7 +244,7 @@ def check(source: str, count: int, output: Path | None = None) -> int:
           f"(quartiles {low:.3f}-{high:.3f}); by kernel class (points): {by_class}")
     print(speed_verdict(ratios, counted))
     if output is not None:
-        _save(rescaled(board, result, source), output)
+        _save(rescaled(board, result), output)
         print(f"wrote {output}: {source} rescaled to this machine's speed now "
               f"({', '.join(f'{name} x{ratios[name]:.3f}' for name in DRIFT_CLASSES)})")
     return 0

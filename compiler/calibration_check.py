@@ -156,7 +156,7 @@ def speed_check(board: HostModel, references: list[tuple[GridPoint, Sample]],
     return SpeedCheck(tuple(measured))
 
 
-def rescaled(board: HostModel, check: SpeedCheck, source: str) -> HostModel:
+def rescaled(board: HostModel, check: SpeedCheck) -> HostModel:
     """``board`` at this machine's speed now: each kind's fit and samples times its class's ratio in ``check``
     (:meth:`SpeedCheck.ratios`); the campaign records the ratios, how many points gave them, and when."""
     ratios = check.ratios()
@@ -167,7 +167,7 @@ def rescaled(board: HostModel, check: SpeedCheck, source: str) -> HostModel:
         return dataclasses.replace(sample, t_ns=sample.t_ns * ratio, profiled_ns=times)
 
     fits = {kind: dataclasses.replace(fit, scale=fit.scale * ratios[drift_class(kind)]) for kind, fit in board.fits.items()}
-    record = {"from": source, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ratios": ratios,
+    record = {"from": board.source, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ratios": ratios,
               "references": len(check.references)}
     return dataclasses.replace(board, fits=fits, samples=tuple(scaled(s) for s in board.samples),
                                campaign={**board.campaign, "rescaled": [*board.campaign.get("rescaled", []), record]})

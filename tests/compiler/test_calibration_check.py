@@ -101,7 +101,7 @@ def test_a_rescaled_board_predicts_each_class_at_its_ratio(tmp_path: Path) -> No
     conv, relu = {"m": 10.0, "n": 20.0, "n_mvm": 30.0, "n_in": 1.0, "n_out": 1.0}, {"n_in": 4000.0, "n_out": 4000.0}
     assert board.predict_kind_ns("Conv", conv) == 1000 + 0.5 * 6000 and board.predict_kind_ns("Relu", relu) == 4500
     references = (Reference("Conv", (1,), 100.0, 120.0), Reference("Relu", (1,), 100.0, 125.0))
-    rescaled(board, SpeedCheck(references), "b.json").save(tmp_path / "now.json")
+    rescaled(board, SpeedCheck(references)).save(tmp_path / "now.json")
     now = HostModel.load(tmp_path / "now.json")
     assert now.predict_kind_ns("Conv", conv) == pytest.approx(1.2 * 4000) and now.predict_kind_ns("Relu", relu) == pytest.approx(1.25 * 4500)
     assert [s.t_ns for s in now.samples] == pytest.approx([1.2 * 9e9] * 9 + [1.25 * 120_000.0])
