@@ -98,6 +98,7 @@ def trace(model: str, c: int, mvm_ns: float, time_limit_s: float, profile_path: 
     from cimsplit.passes.placement.sliced_place import slicing_kinds
     from cimsplit.passes.placement.slicing import with_kinds
     from cimsplit.passes.placement.solvers.cpsat import sliced_segments
+    from cimsplit.passes.placement.solvers.cpsat.sliced_split import split_sliced
 
     (problem,) = _problems(model, [c], mvm_ns, profile_path)
     begin = time.perf_counter()
@@ -105,7 +106,7 @@ def trace(model: str, c: int, mvm_ns: float, time_limit_s: float, profile_path: 
     print(f"# whole-operator step: {whole.solver.status} {whole.schedule.makespan_ns / 1e6:.4f} ms, bound "
           f"{whole.solver.bound_ns / 1e6:.4f} in {time.perf_counter() - begin:.1f} s ({whole.solver.reason})", flush=True)
     sliced = with_kinds(problem, slicing_kinds("auto"))
-    seg = sliced_segments.split_sliced(sliced)
+    seg = split_sliced(sliced)
     print(f"# sliced segments (operators): {[len(m) for m in seg.members]}, exact {seg.exact}", flush=True)
     run = sliced_segments._SlicedDecomposition.run
     start = time.perf_counter()

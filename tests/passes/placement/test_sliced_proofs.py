@@ -28,11 +28,8 @@ from cimsplit.passes.placement.sliced_place import place_sliced, whole_step_opti
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat import sliced_segments
 from cimsplit.passes.placement.solvers.cpsat.fronts import dp_tables
-from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
-    augmented_sliced,
-    solve_sliced_by_segments,
-    split_sliced,
-)
+from cimsplit.passes.placement.solvers.cpsat.sliced_segments import solve_sliced_by_segments
+from cimsplit.passes.placement.solvers.cpsat.sliced_split import augmented_sliced, split_sliced
 from cimsplit.passes.placement.validate import validate
 
 

@@ -16,7 +16,7 @@ from cimsplit.passes.placement import SolveOptions
 from cimsplit.passes.placement.simulate import simulate
 from cimsplit.passes.placement.solvers.cpsat import sliced_segments
 from cimsplit.passes.placement.solvers.cpsat.sliced import solve_sliced
-from cimsplit.passes.placement.solvers.cpsat.sliced_segments import _sliced_segment, split_sliced
+from cimsplit.passes.placement.solvers.cpsat.sliced_split import sliced_segment, split_sliced
 
 pytestmark = pytest.mark.usefixtures("solved_fronts")  # the solves' cutoffs and settling: none enumerated
 
@@ -42,7 +42,7 @@ def test_settle_pins_every_small_front_to_its_optimum_from_the_cap_down_to_lowes
             front, solved = dec.fronts[key], {s.limit for s in dec.fronts[key].solves if s.seconds > 0}
             budgets = range(dec.lowest(i), dec.caps[i] + 1)
             for b in budgets:
-                sub, _ = _sliced_segment(seg, i, h0, h1, b)
+                sub, _ = sliced_segment(seg, i, h0, h1, b)
                 optimum = brute_force_sliced(sub)
                 assert front.lower(b) == pytest.approx(optimum, abs=1e-6), (problem, key, b)
                 assert front.upper(b).span_ns == pytest.approx(optimum, abs=1e-6), (problem, key, b)

@@ -1,23 +1,9 @@
 """The bottleneck decomposition of :mod:`.segments` for problems with slicing options (TSO).
 
-Bottlenecks are taken only among operators *without* slicing options that fit the budget (ResNet's
-Add/Relu block outputs, MobileNetV2's residual Adds, the virtual ``<start>`` and ``<end>``); each segment
-between two of them is a small sliced problem solved by the sliced CP-SAT model (:func:`.sliced.solve_sliced`)
-or, when small enough, read off its enumerated front, and the lazy DP of :mod:`.segments` combines them.
-Why the argument of :mod:`.segments` carries over:
-
-- A bottleneck b has one device (host or CIM, whole), so its duration and its crossbars are those of the
-  whole-operator case, and it is comparable to every other operator.
-- Every part of a sliced operator w (its CIM part, host part and join) starts after all of w's inputs are
-  there and ends by its join (:mod:`..slicing`'s expansion links every predecessor to both parts, both parts
-  to the join).  So every part of an ancestor of b ends before b starts and every part of a descendant
-  starts after b ends: the host work of segment i, parts included, runs in [f_b_i, s_b_i+1], and restricted
-  to one segment every sliced schedule is a feasible sliced schedule of the segment problem.  The DP's
-  value over the segments' optima F_i is a lower bound, as before.
-- Equality (``Segments.exact``): every skip edge u -> v must fit in the durations of the bottlenecks it
-  jumps over, for the longest time it can carry: its transfer, or, when v has slicing options, the largest
-  of what a part of v reads over it (``in_cim`` / ``in_host``).  Then the concatenation of optimal segment
-  schedules, re-timed on the expansion, is optimal.
+The problem is cut at bottlenecks without slicing options (:mod:`.sliced_split`, which argues why the DP's bound
+and its exactness carry over); each segment is a small sliced problem solved by the sliced CP-SAT model
+(:func:`.sliced.solve_sliced`) or, when small enough, read off its enumerated front, and the lazy DP of
+:mod:`.segments` combines them.
 
 Solves shared across budgets (``memo``).  A segment problem depends on the crossbar budget only
 through its own budget field: its members, bottleneck devices, times, transfers and slicing options
@@ -32,11 +18,6 @@ new: the lazy loop asks for twice the longest try, so it still progresses).
 Before any solve each front holds the warm start cut into its segments (an upper point and the
 first hints) and the floor of the segment's cheap bounds at every budget (a lower bound the deadline
 cannot take away); :meth:`_SlicedDecomposition.enter_warm_start` and ``enter_cheap_bounds`` argue both.
-
-The augmented problem (:func:`augmented_sliced`) moves a sliced operator's graph-input read ``t_graph_in``
-onto the edge from ``<start>`` (its CIM part pays it, its host part reads from the host and pays nothing)
-and needs nothing for outputs: a sliced operator's output is on the host (its join), so the edge to
-``<end>`` charges its ``t_out`` only when v is whole on the CIM, as before.
 """
 
 from __future__ import annotations
@@ -47,33 +28,29 @@ from dataclasses import replace
 from functools import partial
 
 from cimsplit.passes.placement.options import SolveOptions
-from cimsplit.passes.placement.problem import PlacementProblem, SliceOption
+from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
 from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_by_budget_ns
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.fronts import dp_tables, rest_ns
 from cimsplit.passes.placement.solvers.cpsat.segments import (
-    Segments,
     SegmentsRun,
     _Decomposition,
     _Key,
-    _segment_problem,
     _Solve,
-    augment,
-    chain_segments,
     run_decomposition,
 )
 from cimsplit.passes.placement.solvers.cpsat.sliced import SlicedOutcome, solve_sliced
+from cimsplit.passes.placement.solvers.cpsat.sliced_split import sliced_segment, split_sliced
 from cimsplit.passes.placement.solvers.exhaustive import best_within
 
-__all__ = ["SegmentMemo", "augmented_sliced", "solve_sliced_by_segments", "split_sliced"]
+__all__ = ["SegmentMemo", "solve_sliced_by_segments"]
 
 SegmentMemo = dict[tuple[PlacementProblem, tuple[int, ...]], list[_Solve]]
 """Segment solves by segment problem (its budget set to 0) and index map, shared by the decompositions
 of one budget chain (module docstring)."""
 
-_ROLE_INDEX = {"cim": 0, "host": 1, "join": 2}
 LARGE_SEGMENT = 16
 """Segments of at least this many operators are *large*: the first time the lazy loop targets one, the
 fronts of all the others are settled (:meth:`_SlicedDecomposition.settle`), and each of its solves
@@ -85,73 +62,6 @@ it (:func:`.sliced.solve_sliced` decides only below its warm start); left to flo
 just below it instead, and YOLOv5n int8's 500 and 1000 ns chains took 78-108 s at three seeds, not 57-91 s."""
 
 
-def augmented_sliced(problem: PlacementProblem) -> PlacementProblem:
-    """:func:`.segments.augment` keeping the slicing options (indices shifted by one, graph input on ``<start>``)."""
-    aug = augment(problem)
-    if not problem.slicings:
-        return aug
-    starts = {v for u, v, _ in aug.edges if u == 0}
-    reads = {v + 1 for v, opts in enumerate(problem.slicings) if any(o.t_graph_in_ns > 0 for o in opts)}
-    if reads - starts:  # a CIM part reads a graph input its whole operator does not pay for: link it too
-        aug = replace(aug, edges=tuple(sorted([*aug.edges, *((0, v, 0.0) for v in reads - starts)])), tensors=())
-        starts |= reads
-    options: list[tuple[SliceOption, ...]] = [()]
-    for v, opts in enumerate(problem.slicings):
-        shifted = []
-        for o in opts:
-            in_cim = tuple((u + 1, t) for u, t in o.in_cim_ns)
-            in_host = tuple((u + 1, t) for u, t in o.in_host_ns)
-            if v + 1 in starts:  # the CIM part's graph input now crosses on the edge from <start>
-                in_cim, in_host = ((0, o.t_graph_in_ns), *in_cim), ((0, 0.0), *in_host)
-            shifted.append(replace(o, in_cim_ns=in_cim, in_host_ns=in_host, t_graph_in_ns=0.0))
-        options.append(tuple(shifted))
-    return replace(aug, slicings=(*options, ()))
-
-
-def split_sliced(problem: PlacementProblem) -> Segments:
-    """The bottleneck chain among operators without slicing options, and its exactness (module docstring)."""
-    aug = augmented_sliced(problem)
-    if not aug.slicings:
-        return chain_segments(aug)
-    # An option whose CIM part exceeds the budget is no option: its operator may be a bottleneck.
-    usable = [[o for o in opts if o.crossbars <= problem.budget] for opts in aug.slicings]
-    allowed = {v for v in range(aug.n) if not usable[v]}
-    edge_ns: dict[tuple[int, int], float] = {}
-    for u, v, t in aug.edges:
-        reads = [dict(o.in_cim_ns).get(u, t) for o in usable[v]] + [dict(o.in_host_ns).get(u, t) for o in usable[v]]
-        edge_ns[(u, v)] = max([t, *reads])
-    return chain_segments(aug, allowed, edge_ns)
-
-
-def _sliced_segment(seg: Segments, i: int, entry_host: bool, exit_host: bool, budget: int
-                    ) -> tuple[PlacementProblem, list[int]]:
-    """:func:`.segments._segment_problem` with the members' slicing options (predecessors renumbered;
-    what a part reads over a skip edge left out, as the skip edge is) and a "never" host time of a
-    CIM bottleneck above every sliced schedule without idle padding."""
-    sub, index = _segment_problem(seg, i, entry_host, exit_host, budget)
-    aug = seg.augmented
-    if not aug.slicings:
-        return sub, index
-    local = {v: k for k, v in enumerate(index)}
-
-    def renumbered(pairs: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
-        return tuple((local[u], t) for u, t in pairs if u in local)
-
-    slicings = [tuple(replace(o, in_cim_ns=renumbered(o.in_cim_ns), in_host_ns=renumbered(o.in_host_ns))
-                      for o in aug.slicings[v]) if 0 < k < len(index) - 1 else () for k, v in enumerate(index)]
-    longest = sum(max([sub.t_host_ns[k], sub.t_cim_ns[k] or 0.0,
-                       *(o.t_host_ns + o.t_cim_ns + o.t_join_ns + o.t_back_ns for o in slicings[k])])
-                  for k in range(1, len(index) - 1))
-    reads = sum(max([t, *(dict(o.in_cim_ns).get(u, t) + dict(o.in_host_ns).get(u, t) for o in slicings[v])])
-                for u, v, t in sub.edges)
-    never = 2.0 ** math.ceil(math.log2(longest + reads + 2.0))
-    hosts = list(sub.t_host_ns)
-    for k in (0, len(index) - 1):
-        if sub.capable(k):  # a bottleneck fixed on the CIM
-            hosts[k] = max(hosts[k], never)
-    return replace(sub, t_host_ns=tuple(hosts), slicings=tuple(slicings) if any(slicings) else ()), index
-
-
 class _SlicedDecomposition(_Decomposition):
     """:class:`.segments._Decomposition` whose segment solves are sliced (modes and a host order of parts)."""
 
@@ -159,7 +69,7 @@ class _SlicedDecomposition(_Decomposition):
         super().__init__(*args)
         memo = {} if memo is None else memo
         for key in self.keys:  # the front's solves are the memo's list: what this run adds, the next one sees
-            sub, index = _sliced_segment(self.seg, key[0], key[1], key[2], 0)
+            sub, index = sliced_segment(self.seg, key[0], key[1], key[2], 0)
             self.fronts[key].solves = memo.setdefault((sub, tuple(index)), [])
         aug = self.aug
         slicings = aug.slicings or ((),) * aug.n
@@ -181,13 +91,13 @@ class _SlicedDecomposition(_Decomposition):
         return on_host, slicing
 
     def segment(self, key: _Key, limit: int) -> tuple[PlacementProblem, list[int]]:
-        return _sliced_segment(self.seg, *key, limit)
+        return sliced_segment(self.seg, *key, limit)
 
     def prepare(self, key: _Key, limit: int, seconds: float):
         """A segment solve, warm-started from the best known solution that fits, else all on the host, with
         the front's bound at its budget."""
         i, h0, h1 = key
-        sub, index = _sliced_segment(self.seg, i, h0, h1, limit)
+        sub, index = sliced_segment(self.seg, i, h0, h1, limit)
         warm = self._timed(sub, index, self.fronts[key].upper(limit), h0, h1)
         return key, limit, seconds, sub, index, warm, self.fronts[key].lower(limit)
 
@@ -241,7 +151,7 @@ class _SlicedDecomposition(_Decomposition):
                            on_host={w: on_host[w] for w in members},
                            host_order=tuple(p for p in order if p[0] in inside), finished=False, seconds=0.0,
                            slicing={w: slicing[w] for w in members if slicing[w] != WHOLE})
-            sub, index = _sliced_segment(self.seg, i, key[1], key[2], share)
+            sub, index = sliced_segment(self.seg, i, key[1], key[2], share)
             span_ns = self._timed(sub, index, known, key[1], key[2]).makespan_ns
             self.fronts[key].solves.append(replace(known, span_ns=span_ns))
 
@@ -257,7 +167,7 @@ class _SlicedDecomposition(_Decomposition):
         """
         for key in self.keys:
             i, h0, h1 = key
-            sub, _ = _sliced_segment(self.seg, i, h0, h1, self.caps[i])
+            sub, _ = sliced_segment(self.seg, i, h0, h1, self.caps[i])
             path_ns = critical_path_bound_ns(sub)
             loads = host_load_by_budget_ns(sub)
             loads += [loads[-1]] * (self.caps[i] + 1 - len(loads))

@@ -36,11 +36,8 @@ from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start
 from cimsplit.passes.placement.solvers.cpsat.sliced import SlicedOutcome, gap_status, solve_sliced
-from cimsplit.passes.placement.solvers.cpsat.sliced_segments import (
-    SegmentMemo,
-    solve_sliced_by_segments,
-    split_sliced,
-)
+from cimsplit.passes.placement.solvers.cpsat.sliced_segments import SegmentMemo, solve_sliced_by_segments
+from cimsplit.passes.placement.solvers.cpsat.sliced_split import split_sliced
 from cimsplit.passes.placement.solvers.cpsat.staged import LARGEST_SEGMENT
 
 __all__ = ["solve_sliced_staged"]
