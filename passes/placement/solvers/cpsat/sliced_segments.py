@@ -55,6 +55,11 @@ LARGE_SEGMENT = 16
 """Segments of at least this many operators are *large*: the first time the lazy loop targets one, the
 fronts of all the others are settled (:meth:`_SlicedDecomposition.settle`), and each of its solves
 seeks only what could shorten the incumbent (:meth:`_SlicedDecomposition.cutoff_ns`)."""
+LARGE_TRY_S = 0.5
+"""The least deterministic time a large segment's solve gets.  The lazy loop's first try is 5 % of the time limit, at
+most 0.5 s: at a 5 s limit, 0.25 s tries at YOLOv8n int8's 41-operator head found nothing at any budget (YOLOv5n's
+and YOLOv8n's 32 points within 0.5 % of the 60 s result: 28, 27, 27 in three runs; 28, 29, 30 with this floor;
+bench/results/first_solution_shrink_spr_s41.txt).  At limits of 10 s and more the loop gives this anyway."""
 CUTOFF_SLACK = 1e-9
 """A large segment's cutoff lies this much of the incumbent above incumbent - R, to admit the incumbent's own
 segment schedule, whose span it is exactly when R is exact (enumerated fronts).  That solve then minimizes from
@@ -99,6 +104,7 @@ class _SlicedDecomposition(_Decomposition):
         i, h0, h1 = key
         sub, index = sliced_segment(self.seg, i, h0, h1, limit)
         warm = self._timed(sub, index, self.fronts[key].upper(limit), h0, h1)
+        seconds = max(seconds, LARGE_TRY_S) if self.large(i) else seconds
         return key, limit, seconds, sub, index, warm, self.fronts[key].lower(limit)
 
     def cutoff_ns(self, key: _Key, limit: int, tables: tuple) -> float | None:
