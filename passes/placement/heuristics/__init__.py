@@ -15,7 +15,7 @@ from __future__ import annotations
 from cimsplit.passes.placement.heuristics.assignment import greedy_assignment, knapsack_assignment
 from cimsplit.passes.placement.heuristics.search import best_heuristic, heuristic_budget_s, local_search
 from cimsplit.passes.placement.heuristics.sequencing import RULES, Sequencer, best_list_schedule
-from cimsplit.passes.placement.heuristics.shrink import shrink
+from cimsplit.passes.placement.heuristics.shrink import shrink_to_budget
 
 __all__ = ["RULES", "Sequencer", "best_heuristic", "best_list_schedule", "greedy_assignment", "heuristic_budget_s",
-           "knapsack_assignment", "local_search", "shrink"]
+           "knapsack_assignment", "local_search", "shrink_to_budget"]

@@ -9,10 +9,10 @@ from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 
-__all__ = ["shrink"]
+__all__ = ["shrink_to_budget"]
 
 
-def shrink(problem: PlacementProblem, on_host: Sequence[bool], slicing: Sequence[int], budget: int) -> Schedule:
+def shrink_to_budget(problem: PlacementProblem, on_host: Sequence[bool], slicing: Sequence[int], budget: int) -> Schedule:
     """A schedule within ``budget`` crossbars from the placement (``on_host``, ``slicing``: -1 whole, else the
     option): operators holding crossbars moved whole to the host one at a time, each time the one whose best
     list schedule (:func:`.sequencing.best_list_schedule` on the expansion) is shortest, until they fit.

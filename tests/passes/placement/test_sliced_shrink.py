@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from _brute import brute_force_sliced, random_chained_sliced_problem, random_sliced_problem
 
-from cimsplit.passes.placement.heuristics.shrink import shrink
+from cimsplit.passes.placement.heuristics.shrink import shrink_to_budget
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.slicing import WHOLE, sliced_crossbars
@@ -34,7 +34,7 @@ def _two_branches() -> PlacementProblem:
     (2, (True, True, True, True), 16.0),   # then a too: all on the host, 10 + 6 (greedy: a alone, 10, would fit)
 ])
 def test_shrink_moves_the_operator_whose_schedule_is_shortest_until_it_fits(limit: int, on_host: tuple, span: float):
-    out = shrink(_two_branches(), [True, False, False, True], [WHOLE] * 4, limit)
+    out = shrink_to_budget(_two_branches(), [True, False, False, True], [WHOLE] * 4, limit)
     assert tuple(out.on_host) == on_host
     assert out.makespan_ns == pytest.approx(span)
 
@@ -53,7 +53,7 @@ def test_shrunk_schedules_fit_their_budget_and_are_valid_sliced_schedules():
         used = sliced_crossbars(problem, on_host, slicing)
         for limit in range(used):
             at = replace(problem, budget=limit)
-            out = shrink(at, on_host, slicing, limit)
+            out = shrink_to_budget(at, on_host, slicing, limit)
             assert sliced_crossbars(at, out.on_host, out.slicing or [WHOLE] * n) <= limit
             assert all(out.on_host[v] for v in range(n) if on_host[v] and slicing[v] == WHOLE)  # moves go to the host
             assert all(k in (WHOLE, slicing[v]) for v, k in enumerate(out.slicing or [WHOLE] * n))

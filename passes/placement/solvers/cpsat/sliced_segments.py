@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 from functools import partial
 
-from cimsplit.passes.placement.heuristics.shrink import shrink
+from cimsplit.passes.placement.heuristics.shrink import shrink_to_budget
 from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
@@ -101,7 +101,7 @@ class _SlicedDecomposition(_Decomposition):
 
     def prepare(self, key: _Key, limit: int, seconds: float):
         """A segment solve, warm-started from the best known solution that fits, else from the better of all on
-        the host and the nearest larger solution shrunk to fit (:func:`~..heuristics.shrink.shrink`; a large
+        the host and the nearest larger solution shrunk to fit (:func:`~..heuristics.shrink.shrink_to_budget`; a large
         segment's first solves are below its warm start's share: YOLOv8n int8's head at 45 crossbars in the chain
         of 100 / 500 ns started from 48.5 ms all on the host, now from 16.9 ms), with the front's bound there."""
         i, h0, h1 = key
@@ -110,8 +110,8 @@ class _SlicedDecomposition(_Decomposition):
         known = front.upper(limit)
         warm = self._timed(sub, index, known, h0, h1)
         if known is None and (above := [s for s in front.solves if s.used > limit]):
-            nearest = min(above, key=lambda s: (s.used, s.span_ns))
-            warm = min((warm, shrink(sub, *self._modes(nearest, index, h0, h1), limit)), key=lambda s: s.makespan_ns)
+            shrunk = shrink_to_budget(sub, *self._modes(min(above, key=lambda s: (s.used, s.span_ns)), index, h0, h1), limit)
+            warm = min((warm, shrunk), key=lambda schedule: schedule.makespan_ns)
         seconds = max(seconds, LARGE_TRY_S) if self.large(i) else seconds
         return key, limit, seconds, sub, index, warm, front.lower(limit)
 
