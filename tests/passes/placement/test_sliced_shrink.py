@@ -28,20 +28,23 @@ def _two_branches() -> PlacementProblem:
                             crossbars=(0, 3, 2, 0), edges=((0, 1, 0.0), (0, 2, 0.0), (1, 3, 1.0), (2, 3, 0.0)), budget=5)
 
 
-@pytest.mark.parametrize(("limit", "on_host", "span"), [
-    (5, (True, False, False, True), 3.0),  # fits already: both on the CIM, a's result back at 2 + 1
-    (3, (True, False, True, True), 6.0),   # b to the host (span 6) beats a to the host (span 10)
-    (2, (True, True, True, True), 16.0),   # then a too: all on the host, 10 + 6 (greedy: a alone, 10, would fit)
+@pytest.mark.parametrize(("limit", "polish", "on_host", "span"), [
+    (5, True, (True, False, False, True), 3.0),   # fits already: both on the CIM, a's result back at 2 + 1
+    (3, True, (True, False, True, True), 6.0),    # b to the host (span 6) beats a to the host (span 10)
+    (2, False, (True, True, True, True), 16.0),   # then a too: all on the host, 10 + 6
+    (2, True, (True, True, False, True), 10.0),   # polished: b back on the CIM (2 crossbars), a on the host
 ])
-def test_shrink_moves_the_operator_whose_schedule_is_shortest_until_it_fits(limit: int, on_host: tuple, span: float):
-    out = shrink_to_budget(_two_branches(), [True, False, False, True], [WHOLE] * 4, limit)
+def test_shrink_moves_the_operator_whose_schedule_is_shortest_until_it_fits(limit: int, polish: bool, on_host: tuple,
+                                                                             span: float):
+    out = shrink_to_budget(_two_branches(), [True, False, False, True], [WHOLE] * 4, limit, polish=polish)
     assert tuple(out.on_host) == on_host
     assert out.makespan_ns == pytest.approx(span)
 
 
 def test_shrunk_schedules_fit_their_budget_and_are_valid_sliced_schedules():
-    """Random sliced problems, random modes (slices included), every budget below their crossbars: the result
-    fits, only moved operators to the host, re-times to its own makespan and is no shorter than the optimum."""
+    """Random sliced problems, random modes (slices included), every budget below their crossbars: the greedy part
+    only moves operators to the host, the polish only shortens it, and the result fits, re-times to its own
+    makespan and is no shorter than the optimum."""
     checked = 0
     for seed in range(40):
         rng = random.Random(900 + seed)
@@ -53,10 +56,12 @@ def test_shrunk_schedules_fit_their_budget_and_are_valid_sliced_schedules():
         used = sliced_crossbars(problem, on_host, slicing)
         for limit in range(used):
             at = replace(problem, budget=limit)
+            greedy = shrink_to_budget(at, on_host, slicing, limit, polish=False)
+            assert all(greedy.on_host[v] for v in range(n) if on_host[v] and slicing[v] == WHOLE)  # moves go to the host
+            assert all(k in (WHOLE, slicing[v]) for v, k in enumerate(greedy.slicing or [WHOLE] * n))
             out = shrink_to_budget(at, on_host, slicing, limit)
+            assert out.makespan_ns <= greedy.makespan_ns
             assert sliced_crossbars(at, out.on_host, out.slicing or [WHOLE] * n) <= limit
-            assert all(out.on_host[v] for v in range(n) if on_host[v] and slicing[v] == WHOLE)  # moves go to the host
-            assert all(k in (WHOLE, slicing[v]) for v, k in enumerate(out.slicing or [WHOLE] * n))
             again = validate(at, out.on_host, slicing=out.slicing or (), start_ns=(out.parts or out).start_ns)
             assert again.makespan_ns == pytest.approx(out.makespan_ns, abs=1e-9)
             assert out.makespan_ns >= brute_force_sliced(at) - 1e-9

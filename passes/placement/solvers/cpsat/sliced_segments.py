@@ -103,7 +103,7 @@ class _SlicedDecomposition(_Decomposition):
         """A segment solve, warm-started from the best known solution that fits, else from the better of all on
         the host and the nearest larger solution shrunk to fit (:func:`~..heuristics.shrink.shrink_to_budget`; a large
         segment's first solves are below its warm start's share: YOLOv8n int8's head at 45 crossbars in the chain
-        of 100 / 500 ns started from 48.5 ms all on the host, now from 16.9 ms), with the front's bound there."""
+        of 100 / 500 ns started from 48.5 ms all on the host, now from 16.1 ms), with the front's bound there."""
         i, h0, h1 = key
         sub, index = sliced_segment(self.seg, i, h0, h1, limit)
         front = self.fronts[key]
