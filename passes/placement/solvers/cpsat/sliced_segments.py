@@ -100,10 +100,13 @@ class _SlicedDecomposition(_Decomposition):
         return sliced_segment(self.seg, *key, limit)
 
     def prepare(self, key: _Key, limit: int, seconds: float):
-        """A segment solve, warm-started from the best known solution that fits, else from the better of all on
-        the host and the nearest larger solution shrunk to fit (:func:`~..heuristics.shrink.shrink_to_budget`; a large
-        segment's first solves are below its warm start's share: YOLOv8n int8's head at 45 crossbars in the chain
-        of 100 / 500 ns started from 48.5 ms all on the host, now from 16.1 ms), with the front's bound there."""
+        """A segment solve, warm-started from the best known solution that fits, with the front's bound there.
+
+        Where no known solution fits, the warm start is the better of all on the host and the nearest larger solution
+        shrunk to fit (:func:`~..heuristics.shrink.shrink_to_budget`): a large segment's first solves are below its
+        warm start's share (YOLOv8n int8's head at 45 crossbars in the chain of 100 / 500 ns started from 48.5 ms all
+        on the host, now from 16.1 ms).  A large segment's known solution that leaves crossbars unused is polished
+        with them (the same function; the loop walks its budgets up one at a time, each try starting from the last)."""
         i, h0, h1 = key
         sub, index = sliced_segment(self.seg, i, h0, h1, limit)
         front = self.fronts[key]
@@ -112,6 +115,9 @@ class _SlicedDecomposition(_Decomposition):
         if known is None and (above := [s for s in front.solves if s.used > limit]):
             shrunk = shrink_to_budget(sub, *self._modes(min(above, key=lambda s: (s.used, s.span_ns)), index, h0, h1), limit)
             warm = min((warm, shrunk), key=lambda schedule: schedule.makespan_ns)
+        elif known is not None and known.used < limit and self.large(i):
+            filled = shrink_to_budget(sub, *self._modes(known, index, h0, h1), limit)
+            warm = min((warm, filled), key=lambda schedule: schedule.makespan_ns)
         seconds = max(seconds, LARGE_TRY_S) if self.large(i) else seconds
         return key, limit, seconds, sub, index, warm, front.lower(limit)
 
