@@ -4,7 +4,7 @@ Two layers: sequencing a fixed assignment (:mod:`.sequencing`: list scheduling
 of the host under several priority rules) and choosing the assignment
 (:mod:`.assignment` for greedy and knapsack starts, :mod:`.search` for the
 iterated local search over them, :mod:`.shrink` for fitting a placement into a
-smaller budget).
+budget and putting the crossbars it leaves to use).
 
 Every schedule returned is re-timed by :func:`cimsplit.passes.placement.simulate.simulate`,
 so it is valid by construction; its makespan is an upper bound on the optimum.

@@ -1,4 +1,4 @@
-"""Shrinking a placement to a crossbar budget, for a warm start where no known solution fits."""
+"""Fitting a placement into a crossbar budget and putting what it leaves to use: a segment solve's warm start."""
 
 from __future__ import annotations
 

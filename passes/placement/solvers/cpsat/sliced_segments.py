@@ -112,12 +112,13 @@ class _SlicedDecomposition(_Decomposition):
         front = self.fronts[key]
         known = front.upper(limit)
         warm = self._timed(sub, index, known, h0, h1)
-        if known is None and (above := [s for s in front.solves if s.used > limit]):
-            shrunk = shrink_to_budget(sub, *self._modes(min(above, key=lambda s: (s.used, s.span_ns)), index, h0, h1), limit)
-            warm = min((warm, shrunk), key=lambda schedule: schedule.makespan_ns)
-        elif known is not None and known.used < limit and self.large(i):
-            filled = shrink_to_budget(sub, *self._modes(known, index, h0, h1), limit)
-            warm = min((warm, filled), key=lambda schedule: schedule.makespan_ns)
+        above = [s for s in front.solves if s.used > limit]
+        start = known if known is not None and known.used < limit and self.large(i) else None
+        if known is None and above:
+            start = min(above, key=lambda s: (s.used, s.span_ns))
+        if start is not None:  # shrunk to fit, or polished with the crossbars it leaves
+            improved = shrink_to_budget(sub, *self._modes(start, index, h0, h1), limit)
+            warm = min((warm, improved), key=lambda schedule: schedule.makespan_ns)
         seconds = max(seconds, LARGE_TRY_S) if self.large(i) else seconds
         return key, limit, seconds, sub, index, warm, front.lower(limit)
 
