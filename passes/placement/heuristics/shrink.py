@@ -37,18 +37,20 @@ def shrink_to_budget(problem: PlacementProblem, on_host: Sequence[bool], slicing
         options = range(len(problem.slicings[v])) if problem.slicings else ()
         return [(True, WHOLE), *([(False, WHOLE)] if problem.capable(v) else []), *((True, k) for k in options)]
 
+    def shortest(trials):
+        return min(((listed(*trial), trial) for trial in trials), key=lambda timed: timed[0].makespan_ns, default=None)
+
     on_host, slicing = list(on_host), list(slicing)
-    while sliced_crossbars(problem, on_host, slicing) > budget:
-        trials = [([*on_host[:v], True, *on_host[v + 1:]], [*slicing[:v], WHOLE, *slicing[v + 1:]])
-                  for v in range(problem.n) if held(v) > 0]
-        on_host, slicing = min(trials, key=lambda trial: listed(*trial).makespan_ns)
-    best = listed(on_host, slicing)
+    best = None
+    while sliced_crossbars(problem, on_host, slicing) > budget:  # some operator holds a crossbar: trials exist
+        best, (on_host, slicing) = shortest(([*on_host[:v], True, *on_host[v + 1:]], [*slicing[:v], WHOLE, *slicing[v + 1:]])
+                                            for v in range(problem.n) if held(v) > 0)
+    best = best or listed(on_host, slicing)
     while polish:
-        trials = [([*on_host[:v], h, *on_host[v + 1:]], [*slicing[:v], k, *slicing[v + 1:]])
-                  for v in range(problem.n) for h, k in modes(v) if (h, k) != (on_host[v], slicing[v])]
-        timed = [(listed(*trial), trial) for trial in trials if sliced_crossbars(problem, *trial) <= budget]
-        candidate, trial = min(timed, key=lambda t: t[0].makespan_ns, default=(best, (on_host, slicing)))
-        polish = candidate.makespan_ns < best.makespan_ns * (1.0 - 1e-9)
+        trials = (([*on_host[:v], h, *on_host[v + 1:]], [*slicing[:v], k, *slicing[v + 1:]])
+                  for v in range(problem.n) for h, k in modes(v) if (h, k) != (on_host[v], slicing[v]))
+        found = shortest(trial for trial in trials if sliced_crossbars(problem, *trial) <= budget)
+        polish = found is not None and found[0].makespan_ns < best.makespan_ns * (1.0 - 1e-9)
         if polish:
-            best, (on_host, slicing) = candidate, trial
+            best, (on_host, slicing) = found
     return best

@@ -112,10 +112,9 @@ class _SlicedDecomposition(_Decomposition):
         front = self.fronts[key]
         known = front.upper(limit)
         warm = self._timed(sub, index, known, h0, h1)
-        above = [s for s in front.solves if s.used > limit]
         start = known if known is not None and known.used < limit and self.large(i) else None
-        if known is None and above:
-            start = min(above, key=lambda s: (s.used, s.span_ns))
+        if known is None:  # the nearest larger solution, if any
+            start = min((s for s in front.solves if s.used > limit), key=lambda s: (s.used, s.span_ns), default=None)
         if start is not None:  # shrunk to fit, or polished with the crossbars it leaves
             improved = shrink_to_budget(sub, *self._modes(start, index, h0, h1), limit)
             warm = min((warm, improved), key=lambda schedule: schedule.makespan_ns)
