@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from cimsplit.passes.placement.heuristics.sequencing import best_list_schedule
 from cimsplit.passes.placement.problem import PlacementProblem
@@ -37,7 +37,7 @@ def shrink_to_budget(problem: PlacementProblem, on_host: Sequence[bool], slicing
         options = range(len(problem.slicings[v])) if problem.slicings else ()
         return [(True, WHOLE), *([(False, WHOLE)] if problem.capable(v) else []), *((True, k) for k in options)]
 
-    def shortest(trials):
+    def shortest(trials: Iterable[tuple[list[bool], list[int]]]) -> tuple[Schedule, tuple[list[bool], list[int]]] | None:
         return min(((listed(*trial), trial) for trial in trials), key=lambda timed: timed[0].makespan_ns, default=None)
 
     on_host, slicing = list(on_host), list(slicing)
