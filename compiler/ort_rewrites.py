@@ -35,15 +35,26 @@ rules, on each node's first input and output:
   in ``partitioned.onnx`` where the model runs a float MatMul, 3.03 off).
 
 Q backward runs over every node first, then DQ forward over the nodes the graph had before either.
+
+:func:`rewrite_as_onnxruntime` runs these in onnxruntime's order, with its ``DoubleQDQPairsRemover``
+(:mod:`cimsplit.compiler.double_pairs`) between, twice where a folded ``If`` left a no-op.
 """
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Collection
 
 import numpy as np
 import onnx
 from onnx import defs, numpy_helper
 
-__all__ = ["PROPAGATING", "drop_no_ops", "fuse_pads", "propagate_quantizers", "restore_quantizers", "standard_quantizers"]
+from cimsplit.compiler.double_pairs import merge_double_pairs
+
+__all__ = ["PROPAGATING", "branch_outputs", "drop_no_ops", "fuse_pads", "propagate_quantizers", "restore_quantizers", "rewrite_as_onnxruntime",
+           "standard_quantizers"]
+
+log = logging.getLogger(__name__)
 
 PROPAGATING = {"MaxPool": (12,), "Reshape": (5, 13, 14, 19), "Transpose": (1, 13), "Squeeze": (1, 11, 13),
                "Unsqueeze": (1, 11, 13), "Slice": (1, 10, 11, 13)}
@@ -257,8 +268,36 @@ def restore_quantizers(model: onnx.ModelProto, contrib: frozenset[str]) -> onnx.
     return model
 
 
-def drop_no_ops(model: onnx.ModelProto) -> int:
-    """Remove, in place, the no-ops onnxruntime removes (module docstring) from the top-level graph; how many."""
+def branch_outputs(graph: onnx.GraphProto) -> set[str]:
+    """The tensors the top-level ``If`` nodes and the nodes of their branches write."""
+    return {name for node in graph.node if node.op_type == "If"
+            for name in [*node.output, *(o for attr in node.attribute for inner in attr.g.node for o in inner.output)]}
+
+
+def rewrite_as_onnxruntime(model: onnx.ModelProto, late: set[str]) -> None:
+    """Where onnxruntime's quantized tensors are: its level-1 steps, in place.
+
+    Each step of onnxruntime's removes no-ops, then merges double Q/DQ pairs, folds constants and propagates
+    quantizers.  An ``If`` it folds is inlined by the folding, after that step's no-op removal: a no-op from
+    its branch (an ``Identity`` of the taken side) still stands when the quantizers propagate, and goes in
+    the next step, after which a pair may stand next to another (fuzz seed 42889: a batch ``If`` between a
+    DQ and a Slice; 0.0215 off).  onnxslim folded the ``If`` already, so the no-ops writing one of ``late``
+    (what the ``If`` nodes and their branches wrote) are kept through a first step and dropped in a second.
+    """
+    dropped = drop_no_ops(model, later=late)
+    merged, propagated = merge_double_pairs(model), propagate_quantizers(model)
+    if late:
+        dropped += drop_no_ops(model)
+        merged += merge_double_pairs(model)
+        propagated += propagate_quantizers(model)
+    log.info("removed %d no-ops, merged %d double Q/DQ pairs and inserted %d pairs, as onnxruntime does",
+             dropped, merged, propagated)
+
+
+def drop_no_ops(model: onnx.ModelProto, later: Collection[str] = ()) -> int:
+    """Remove, in place, the no-ops onnxruntime removes (module docstring) from the top-level graph; how many.
+    Those writing a tensor in ``later`` stay this time (onnxruntime removes them one step later: see
+    :func:`rewrite_as_onnxruntime` on folded ``If`` nodes)."""
     graph = model.graph
     typed = onnx.shape_inference.infer_shapes(standard_quantizers(model)[0])
     types = {vi.name: vi.type.tensor_type.elem_type for vi in [*typed.graph.value_info, *typed.graph.input, *typed.graph.output]}
@@ -272,7 +311,7 @@ def drop_no_ops(model: onnx.ModelProto) -> int:
     for node in graph.node:
         node.input[:] = [alias.get(name, name) for name in node.input]
         source = _passed_through(node, constants, types)
-        if source is not None and node.output[0] not in outputs and node.output[0] not in in_subgraphs:
+        if source is not None and node.output[0] not in outputs and node.output[0] not in in_subgraphs and node.output[0] not in later:
             alias[node.output[0]] = source
         else:
             keep.append(node)

@@ -17,8 +17,9 @@ After slimming:
 
 * equal QuantizeLinear nodes are merged, as onnxruntime merges them
   (:func:`merge_equal_quantizers`); in a quantized model the no-ops onnxruntime removes
-  are removed and Q/DQ pairs inserted over data-movement ops where it inserts them
-  (:mod:`cimsplit.compiler.ort_rewrites`);
+  are removed, Q/DQ pairs inserted over data-movement ops where it inserts them and
+  double pairs merged where it merges them, in its order
+  (:func:`cimsplit.compiler.ort_rewrites.rewrite_as_onnxruntime`);
 * every node gets a unique, non-empty name, deterministically: existing names
   are kept, an empty or repeated one becomes ``<op_type>_<index>`` (with a
   suffix if that is taken too);
@@ -43,7 +44,7 @@ import onnx.inliner
 from cimsplit.compiler.constant_outputs import make_constant_outputs
 from cimsplit.compiler.constants import STANDARD_DOMAINS
 from cimsplit.compiler.loader import node_reads
-from cimsplit.compiler.ort_rewrites import drop_no_ops, fuse_pads, propagate_quantizers, restore_quantizers, standard_quantizers
+from cimsplit.compiler.ort_rewrites import branch_outputs, fuse_pads, restore_quantizers, rewrite_as_onnxruntime, standard_quantizers
 from cimsplit.errors import CimsplitError
 from cimsplit.ort_logging import ort_log_severity
 
@@ -334,9 +335,8 @@ def simplify(model: onnx.ModelProto, input_shapes: Mapping[str, Shape]) -> onnx.
     merged = merge_equal_quantizers(slimmed.graph)
     if merged:
         log.info("merged %d QuantizeLinear nodes equal to another, as onnxruntime does", merged)
-    if _is_quantized(slimmed):  # where onnxruntime's quantized tensors are (:mod:`cimsplit.compiler.ort_rewrites`)
-        dropped, propagated = drop_no_ops(slimmed), propagate_quantizers(slimmed)
-        log.info("removed %d no-ops and inserted %d Q/DQ pairs, as onnxruntime does", dropped, propagated)
+    if _is_quantized(slimmed):
+        rewrite_as_onnxruntime(slimmed, branch_outputs(pruned.graph))
     if make_constant_outputs(slimmed.graph):
         log.info("graph outputs that are constants are made by an Identity of them")
     del slimmed.graph.input[:]

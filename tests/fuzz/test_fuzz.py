@@ -99,6 +99,16 @@ def test_contrib_quantizers_with_exporter_clutter_and_a_dynamic_batch(seed: int,
     assert [f.line() for f in failures] == []
 
 
+def test_a_folded_if_leaves_two_pairs_onnxruntime_merges(tmp_path: Path) -> None:
+    """Seed 42889 (dedicated pairs, clutter, dynamic batch): DQ -> If(batch == 1) -> Slice -> Reshape -> Q of another
+    scale.  At batch 1 onnxruntime inlines the If's Identity after its no-op rules ran, carries the last Q back over
+    the Slice to it, drops it a step later and merges the two pairs now next to each other (DoubleQDQPairsRemover):
+    0.0215 off even all on the host, where the front end had dropped the Identity first and merged nothing
+    (compiler/simplify._rewrite_as_onnxruntime, compiler/double_pairs)."""
+    failures = check_seed(42889, tmp_path, max_steps=16, budgets=(0, 2), clutter=True, dynamic=True, quantizer="dedicated-pairs")
+    assert [f.line() for f in failures] == []
+
+
 def test_a_graph_onnxslim_breaks_is_slimmed_without_its_fusions(tmp_path: Path) -> None:
     """Seed 7246 (float): onnxslim's fusions return a graph whose Sigmoid and Conv read a tensor nothing computes
     (a Transpose -> Reshape gone with an Add folded into the Conv both read); the front end then slims without
