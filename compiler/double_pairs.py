@@ -10,7 +10,7 @@ after another; 0.0215 off).
 
 The conditions are onnxruntime's: DQ1 reads Q1 and is read once, Q1 is read by DQ1 only, Q2 by DQ2 only,
 none of the three writes a graph output; each pair (Q1, DQ1) and (Q2, DQ2) has explicit, constant,
-scalar, equal scale and zero point; the zero points are int8 (or uint8) in both pairs, the scales float.
+scalar, equal scale and zero point; the zero points are of one 8- or 16-bit integer type, the scales float.
 The new parameters, in float32 as onnxruntime computes them, for the integer range [qmin, qmax]::
 
     real_min = max((qmin - z1) * s1, (qmin - z2) * s2)      real_max = min((qmax - z1) * s1, (qmax - z2) * s2)
@@ -31,7 +31,8 @@ from onnx import numpy_helper
 
 __all__ = ["merge_double_pairs", "merged_parameters"]
 
-_RANGES = {onnx.TensorProto.INT8: (-128, 127), onnx.TensorProto.UINT8: (0, 255)}
+_RANGES = {onnx.TensorProto.INT8: (-128, 127), onnx.TensorProto.UINT8: (0, 255), onnx.TensorProto.INT16: (-32768, 32767),
+           onnx.TensorProto.UINT16: (0, 65535)}
 _DOMAINS = ("", "ai.onnx", "com.microsoft")
 
 
@@ -44,7 +45,7 @@ def merged_parameters(s1: float, z1: int, s2: float, z2: int, zero_type: int) ->
     scale = (real_max - real_min) / f32(qmax - qmin)
     x = float(f32(qmin) - real_min / scale)
     zero = int(math.copysign(math.floor(abs(x) + 0.5), x))  # std::round, exact for a float32 x
-    dtype = np.int8 if zero_type == onnx.TensorProto.INT8 else np.uint8
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(zero_type)
     return f32(scale), int(np.array(zero).astype(dtype))  # (a C++ narrowing cast: wraps on x86)
 
 

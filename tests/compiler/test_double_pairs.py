@@ -26,6 +26,7 @@ def test_merged_parameters_by_hand() -> None:
 
 def _chain(s1: float, z1: int, s2: float, z2: int, dtype: type = np.int8, dq1_also_read: bool = False,
            q1_is_output: bool = False) -> onnx.ModelProto:
+    opset = 21 if np.dtype(dtype).itemsize == 2 else 17  # (16-bit zero points from opset 21)
     """x -> Relu -> Q1 -> DQ1 -> Q2 -> DQ2 -> Neg -> y (DQ1 also read by a Sigmoid -> z, or Q1's output also a graph output)."""
     inits = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
              (("s1", s1, np.float32), ("z1", z1, dtype), ("s2", s2, np.float32), ("z2", z2, dtype))]
@@ -42,8 +43,8 @@ def _chain(s1: float, z1: int, s2: float, z2: int, dtype: type = np.int8, dq1_al
     if q1_is_output:
         outputs.append(helper.make_tensor_value_info("a", TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8, [64]))
     graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])], outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10 if opset == 21 else 8
     return model
 
 
@@ -62,11 +63,11 @@ def _params(model: onnx.ModelProto) -> list[tuple[str, float]]:
 
 @pytest.mark.parametrize(("s1", "z1", "s2", "z2", "dtype"), (
     (0.1, -28, 0.2, 50, np.int8), (0.1, 100, 0.2, 178, np.uint8), (0.0371, 5, 0.0137, -9, np.int8),
-    (0.3, 99, 0.3, 99, np.int8)))
+    (0.3, 99, 0.3, 99, np.int8), (0.001, 5, 0.001, 10000, np.int16), (0.001, 5, 0.0003, 60000, np.uint16)))
 def test_a_double_pair_is_merged_to_onnxruntimes_parameters_and_values(s1: float, z1: int, s2: float, z2: int,
                                                                      dtype: type) -> None:
     """The merged chain has onnxruntime's level-1 Q and DQ with their parameters to the bit (equal pairs keep theirs:
-    the last case, which recomputed would be 0.30000004), and runs unoptimized to onnxruntime's outputs, bit for bit."""
+    (0.3, 99), which recomputed would be 0.30000004; 16-bit pairs too), and runs unoptimized to onnxruntime's outputs, bit for bit."""
     model = _chain(s1, z1, s2, z2, dtype)
     merged = onnx.ModelProto()
     merged.CopyFrom(model)
