@@ -59,11 +59,12 @@ class _Chains:
         self.names = {n for node in self.graph.node for n in [*node.input, *node.output]} | set(self.constants)
 
     def index(self) -> None:
+        """(Re)build the maps of writers and readers: once, and after each merge (a rare edit)."""
         self.producer = {name: node for node in self.graph.node for name in node.output}
-        self.reads: dict[str, int] = {}
+        self.readers: dict[str, list[onnx.NodeProto]] = {}
         for node in self.graph.node:
             for name in node.input:
-                self.reads[name] = self.reads.get(name, 0) + 1
+                self.readers.setdefault(name, []).append(node)
 
     def scalar(self, name: str) -> np.ndarray | None:
         tensor = self.constants.get(name)
@@ -85,12 +86,10 @@ class _Chains:
             return None
         return float(q_scale[0]), int(q_zero[0]), zero_type
 
-    def read_once(self, node: onnx.NodeProto) -> bool:
-        return len(node.output) >= 1 and node.output[0] not in self.outputs and self.reads.get(node.output[0], 0) == 1 \
-            and sum(self.reads.get(o, 0) for o in node.output[1:]) == 0
-
-    def reader(self, tensor: str) -> onnx.NodeProto | None:
-        return next((node for node in self.graph.node if tensor in node.input), None)
+    def only_reader(self, node: onnx.NodeProto) -> onnx.NodeProto | None:
+        """The one node reading ``node``'s output, which is no graph output (onnxruntime: one output edge), else None."""
+        readers = self.readers.get(node.output[0], []) if node.output else []
+        return readers[0] if len(readers) == 1 and node.output[0] not in self.outputs else None
 
     def set_params(self, node: onnx.NodeProto, scale: np.float32, zero: int) -> None:
         for i, value in ((1, scale), (2, zero)):
@@ -115,15 +114,15 @@ def _is(node: onnx.NodeProto | None, op_type: str) -> bool:
 def merge_double_pairs(model: onnx.ModelProto) -> int:
     """Merge, in place, the ``Q1 -> DQ1 -> Q2 -> DQ2`` chains onnxruntime merges (module docstring); how many."""
     chains = _Chains(model)
+    chains.index()
     merged = 0
     for dq1 in list(model.graph.node):
-        chains.index()
-        if not _is(dq1, "DequantizeLinear") or not chains.read_once(dq1):
+        if not _is(dq1, "DequantizeLinear"):
             continue
-        q1, q2 = chains.producer.get(dq1.input[0]), chains.reader(dq1.output[0])
-        if not (_is(q1, "QuantizeLinear") and _is(q2, "QuantizeLinear") and chains.read_once(q1) and chains.read_once(q2)):
+        q1, q2 = chains.producer.get(dq1.input[0]), chains.only_reader(dq1)
+        if not (_is(q1, "QuantizeLinear") and _is(q2, "QuantizeLinear") and chains.only_reader(q1) == dq1):
             continue
-        dq2 = chains.reader(q2.output[0])
+        dq2 = chains.only_reader(q2)
         if not _is(dq2, "DequantizeLinear"):
             continue
         first, second = chains.pair(q1, dq1), chains.pair(q2, dq2)
@@ -136,5 +135,6 @@ def merge_double_pairs(model: onnx.ModelProto) -> int:
         dq2.input[0] = q1.output[0]
         model.graph.node.remove(dq1)
         model.graph.node.remove(q2)
+        chains.index()
         merged += 1
     return merged
