@@ -26,8 +26,8 @@ def test_merged_parameters_by_hand() -> None:
 
 def _chain(s1: float, z1: int, s2: float, z2: int, dtype: type = np.int8, dq1_also_read: bool = False,
            q1_is_output: bool = False) -> onnx.ModelProto:
-    opset = 21 if np.dtype(dtype).itemsize == 2 else 17  # (16-bit zero points from opset 21)
     """x -> Relu -> Q1 -> DQ1 -> Q2 -> DQ2 -> Neg -> y (DQ1 also read by a Sigmoid -> z, or Q1's output also a graph output)."""
+    opset = 21 if np.dtype(dtype).itemsize == 2 else 17  # (16-bit zero points from opset 21)
     inits = [numpy_helper.from_array(np.array(v, t), n) for n, v, t in
              (("s1", s1, np.float32), ("z1", z1, dtype), ("s2", s2, np.float32), ("z2", z2, dtype))]
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
@@ -55,7 +55,7 @@ def _run(model: onnx.ModelProto, x: np.ndarray, optimize: bool) -> list[np.ndarr
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, {"x": x})
 
 
-def _params(model: onnx.ModelProto) -> list[tuple[str, float]]:
+def _params(model: onnx.ModelProto) -> list[tuple[str, float, int]]:
     constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     return [(n.op_type, float(constants[n.input[1]]), int(constants[n.input[2]]))
             for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]

@@ -104,7 +104,7 @@ def test_a_folded_if_leaves_two_pairs_onnxruntime_merges(tmp_path: Path) -> None
     scale.  At batch 1 onnxruntime inlines the If's Identity after its no-op rules ran, carries the last Q back over
     the Slice to it, drops it a step later and merges the two pairs now next to each other (DoubleQDQPairsRemover):
     0.0215 off even all on the host, where the front end had dropped the Identity first and merged nothing
-    (compiler/simplify._rewrite_as_onnxruntime, compiler/double_pairs)."""
+    (compiler/ort_rewrites.rewrite_as_onnxruntime, compiler/double_pairs)."""
     failures = check_seed(42889, tmp_path, max_steps=16, budgets=(0, 2), clutter=True, dynamic=True, quantizer="dedicated-pairs")
     assert [f.line() for f in failures] == []
 
