@@ -20,33 +20,18 @@ Two bounds hold for every feasible schedule, so their maximum does:
    ``f_v >= f_u + d_v`` on every edge and ``f_v >= d_v``, where ``d_v`` is v's
    shortest duration over its modes; T >= f_v for every v (each reaches a sink).
 
-3. **Ordered load** (:func:`ordered_load_by_budget_ns`), the first two together.
-   Every host task of a strict descendant of u starts after u's output is there
-   (f_u: its inputs wait for it), and f_u >= the longest path of shortest durations
-   into u, u's own included; so T >= that + the least host time of u's descendants.
-   Every host task of w and of its ancestors ends by f_w (a part or join of w
-   before its output, an ancestor's before w starts), and T >= f_w + the longest
-   path of shortest durations after w; so T >= the least host time of w and its
-   ancestors + that.  The descendants (ancestors) use at most the crossbars the
-   whole schedule does: a knapsack over their modes, at every budget.  (Bound 1 is
-   the ancestor form at a sink with all operators for ancestors; bound 2 the
-   descendant form without host time.)
-
 Without slicing options they are the whole-operator problem's host-load and
 critical-path bounds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 
-from cimsplit.passes.placement import dag
 from cimsplit.passes.placement.problem import PlacementProblem
 
 __all__ = ["critical_path_bound_ns", "host_load_bound_ns", "host_load_by_budget_ns", "modes",
-           "ordered_load_by_budget_ns", "sliced_lower_bound_ns"]
+           "sliced_lower_bound_ns"]
 
 
 def modes(problem: PlacementProblem, v: int) -> list[tuple[float, int, float]]:
@@ -76,49 +61,17 @@ def host_load_by_budget_ns(problem: PlacementProblem) -> list[float]:
     most c crossbars.
     """
     table = [modes(problem, v) for v in range(problem.n)]
-    return [float(b) for b in _least_load(table, range(problem.n), _cap(problem, table))]
-
-
-def _cap(problem: PlacementProblem, table: list[list[tuple[float, int, float]]]) -> int:
-    return min(problem.budget, sum(max(x for _, x, _ in m) for m in table))
-
-
-def _least_load(table: list[list[tuple[float, int, float]]], members: Iterable[int], cap: int) -> np.ndarray:
-    """The least total host time of ``members`` using at most c crossbars, c = 0..cap (DP over crossbars:
-    ``best[c]`` for the members so far)."""
+    cap = min(problem.budget, sum(max(x for _, x, _ in m) for m in table))
     best = np.zeros(cap + 1)
-    for v in members:
+    for options in table:
         new = np.full(cap + 1, np.inf)
-        for host_ns, xbars, _ in table[v]:
+        for host_ns, xbars, _ in options:
             if xbars <= cap:
                 shifted = np.full(cap + 1, np.inf)
                 shifted[xbars:] = best[:cap + 1 - xbars]
                 np.minimum(new, shifted + host_ns, out=new)
         best = new
-    return best
-
-
-def ordered_load_by_budget_ns(problem: PlacementProblem) -> list[float]:
-    """Bound 3 of the module docstring at every budget c = 0..cap (cap as in :func:`host_load_by_budget_ns`):
-    the largest of its descendant and ancestor forms over all operators.  Two knapsacks per operator."""
-    table = [modes(problem, v) for v in range(problem.n)]
-    cap = _cap(problem, table)
-    shortest = [min(d for _, _, d in m) for m in table]
-    into, after = list(shortest), [0.0] * problem.n
-    for u, v, _ in sorted(problem.edges, key=lambda e: e[1]):
-        into[v] = max(into[v], into[u] + shortest[v])
-    for u, v, _ in sorted(problem.edges, key=lambda e: -e[0]):
-        after[u] = max(after[u], after[v] + shortest[v])
-    best = np.zeros(cap + 1)
-    for u, (below, above) in enumerate(zip(dag.descendants(problem), dag.ancestors(problem))):
-        if below:
-            np.maximum(best, into[u] + _least_load(table, _members(below), cap), out=best)
-        np.maximum(best, _least_load(table, [*_members(above), u], cap) + after[u], out=best)
     return [float(b) for b in best]
-
-
-def _members(bits: int) -> list[int]:
-    return [v for v in range(bits.bit_length()) if bits >> v & 1]
 
 
 def critical_path_bound_ns(problem: PlacementProblem) -> float:

@@ -22,7 +22,6 @@ from cimsplit.passes.placement.sliced_bound import (
     critical_path_bound_ns,
     host_load_bound_ns,
     host_load_by_budget_ns,
-    ordered_load_by_budget_ns,
     sliced_lower_bound_ns,
 )
 from cimsplit.passes.placement.sliced_place import place_sliced, whole_step_options
@@ -150,31 +149,6 @@ def test_cheap_bound_never_exceeds_the_brute_force_optimum():
         assert bound <= optimum + 1e-9, problem
         proven += bound >= optimum - 1e-9
     assert proven >= 10  # and it is tight on some
-
-
-def test_ordered_load_by_hand():
-    r"""a (host 10 | CIM 10, 1 crossbar) feeds b, c, d (host 10 each, no CIM); budget 1, transfers 0.
-    Host load 30 at 1 crossbar (a on the CIM), 40 at none; critical path 20.  Whatever a's mode, b, c, d start
-    after a's 10 and run one after another on the host: 10 + 30 = 40, the optimum, at both budgets."""
-    p = PlacementProblem(names=tuple("abcd"), t_host_ns=(10.0,) * 4, t_cim_ns=(10.0, None, None, None), crossbars=(1, 0, 0, 0),
-                         edges=((0, 1, 0.0), (0, 2, 0.0), (0, 3, 0.0)), budget=1, slicings=((), (), (), ()))
-    assert host_load_by_budget_ns(p) == [40.0, 30.0] and critical_path_bound_ns(p) == 20.0
-    assert ordered_load_by_budget_ns(p) == [40.0, 40.0] == [brute_force_sliced(replace(p, budget=c)) for c in (0, 1)]
-
-
-def test_ordered_load_never_exceeds_the_brute_force_optimum_at_any_budget():
-    """At every budget up to the cap, on random sliced problems and random chains of sliced blocks; above the
-    host-load and critical-path bounds on some."""
-    problems = _brute_problems(range(60)) + [random_chained_sliced_problem(random.Random(7000 + s)) for s in range(20)]
-    above = 0
-    for problem in problems:
-        bounds = ordered_load_by_budget_ns(problem)
-        loads = host_load_by_budget_ns(problem)
-        for c, bound in enumerate(bounds):
-            optimum = brute_force_sliced(replace(problem, budget=c))
-            assert bound <= optimum + 1e-9, (problem, c)
-            above += bound > max(loads[c], critical_path_bound_ns(replace(problem, budget=c))) + 1e-9
-    assert above >= 10
 
 
 def _check_decomposition(problem: PlacementProblem) -> tuple[bool, bool]:

@@ -32,7 +32,7 @@ from cimsplit.passes.placement.options import SolveOptions
 from cimsplit.passes.placement.problem import PlacementProblem
 from cimsplit.passes.placement.result import Schedule
 from cimsplit.passes.placement.simulate import host_order_by_start, simulate
-from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_by_budget_ns, ordered_load_by_budget_ns
+from cimsplit.passes.placement.sliced_bound import critical_path_bound_ns, host_load_by_budget_ns
 from cimsplit.passes.placement.slicing import WHOLE, expand, parts_schedule, sliced_crossbars
 from cimsplit.passes.placement.solvers.cpsat.fronts import dp_tables, rest_ns
 from cimsplit.passes.placement.solvers.cpsat.segments import (
@@ -182,17 +182,14 @@ class _SlicedDecomposition(_Decomposition):
         For the segment problem at its cap, :func:`~cimsplit.passes.placement.sliced_bound.host_load_by_budget_ns`
         at c crossbars is the least host time of any segment schedule using at most c crossbars, and
         every host task of the segment runs within its span (the argument of the module docstring),
-        so F_i(b) >= that at c = b; so is :func:`~cimsplit.passes.placement.sliced_bound.ordered_load_by_budget_ns`
-        (host time after an operator's shortest finish, or before its shortest tail: YOLOv8n int8's head
-        at 40 crossbars, 100 / 1000 ns: 12.06 ms where the host load gives 10.80); the critical path of
-        shortest modes at the cap is <= F_i(cap) <= F_i(b) for b <= cap (F does not increase with the
-        budget).  ``floor[b]`` is their maximum.
+        so F_i(b) >= that at c = b; the critical path of shortest modes at the cap is <= F_i(cap) <=
+        F_i(b) for b <= cap (F does not increase with the budget).  ``floor[b]`` is their maximum.
         """
         for key in self.keys:
             i, h0, h1 = key
             sub, _ = sliced_segment(self.seg, i, h0, h1, self.caps[i])
             path_ns = critical_path_bound_ns(sub)
-            loads = [max(a, b) for a, b in zip(host_load_by_budget_ns(sub), ordered_load_by_budget_ns(sub))]
+            loads = host_load_by_budget_ns(sub)
             loads += [loads[-1]] * (self.caps[i] + 1 - len(loads))
             self.fronts[key].floor = [max(load, path_ns) * (1.0 - 1e-12) for load in loads]  # float sums' rounding
 
